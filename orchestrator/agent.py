@@ -1,0 +1,81 @@
+"""Running a command agent: its own process group, a budget, and logs kept with the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class AgentResult:
+    status: str  # exited | crashed | timeout | interrupted | not_started
+    exit_code: int | None
+    elapsed: float
+    detail: str = ""
+
+
+def kill_group(pid: int, grace: float = 5.0) -> None:
+    """SIGTERM the agent's process group, then SIGKILL whatever is left after ``grace`` s."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+def run_agent(
+    command: str,
+    agent_dir: Path,
+    env: dict[str, str],
+    budget_seconds: int,
+    interrupted: Callable[[], bool],
+    on_start: Callable[[int], None],
+) -> AgentResult:
+    """Run ``command`` through /bin/sh in ``agent_dir/workspace`` until it exits or the budget ends."""
+    stdout = (agent_dir / "stdout.log").open("wb")
+    stderr = (agent_dir / "stderr.log").open("wb")
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command], cwd=agent_dir / "workspace", env={**os.environ, **env},
+            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True,
+        )
+    except OSError as exc:
+        return AgentResult("not_started", None, 0.0, f"could not start /bin/sh: {exc}")
+    finally:
+        stdout.close()
+        stderr.close()
+    on_start(proc.pid)
+    deadline = start + budget_seconds
+    while True:
+        code = proc.poll()
+        if code is not None:
+            break
+        if interrupted() or time.monotonic() > deadline:
+            kill_group(proc.pid)
+            proc.wait()
+            status = "interrupted" if interrupted() else "timeout"
+            detail = "stopped by the user" if status == "interrupted" else \
+                f"still running after its budget of {budget_seconds}s; stopped"
+            return AgentResult(status, None, time.monotonic() - start, detail)
+        time.sleep(0.1)
+    kill_group(proc.pid, grace=1.0)  # leftovers the agent started in the background
+    elapsed = time.monotonic() - start
+    if code == 0:
+        return AgentResult("exited", 0, elapsed)
+    tail = (agent_dir / "stderr.log").read_text(errors="replace").strip().splitlines()[-3:]
+    hint = " (command not found: check the --agent command)" if code == 127 else ""
+    return AgentResult("crashed", code, elapsed,
+                       f"agent exited with code {code}{hint}: {' | '.join(tail) or 'no stderr'}")

@@ -1,0 +1,227 @@
+"""The ``opsbench`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator import __version__, store
+from orchestrator.errors import OpsBenchError
+
+EXIT_CODES = {"completed": 0, "invalid": 3, "error": 4, "timeout": 4, "interrupted": 130}
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+class OpsBenchGroup(click.Group):
+    """Prints OpsBenchError as a one-paragraph message instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OpsBenchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=OpsBenchGroup)
+@click.version_option(__version__, prog_name="opsbench")
+def main() -> None:
+    """OpsBench: benchmark AI agents on real IT-operations work."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print problems as JSON.")
+def validate(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Validate scenario specs (default: all under scenario_specs/)."""
+    from orchestrator.spec import spec_files
+    from orchestrator.validate import validate_paths
+
+    roots = list(paths) or None
+    problems = validate_paths(roots)
+    count = len(spec_files(roots))
+    if as_json:
+        _emit_json({"specs": count, "problems": [p.__dict__ for p in problems]})
+    else:
+        for p in problems:
+            click.echo(f"{p}", err=True)
+        click.echo(f"{count} spec(s) checked, {len(problems)} problem(s)")
+    sys.exit(1 if problems else 0)
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_(as_json: bool) -> None:
+    """List the scenarios."""
+    from orchestrator.spec import load_scenario, spec_files
+
+    rows = []
+    for file in spec_files():
+        meta = load_scenario(file).data.get("metadata", {})
+        rows.append({"id": meta.get("id"), "domain": meta.get("domain"), "class": meta.get("class"),
+                     "complexity": meta.get("complexity", {}).get("level"), "name": meta.get("name")})
+    if as_json:
+        _emit_json(rows)
+        return
+    click.echo(f"{'ID':<36} {'DOMAIN':<7} {'LEVEL':<7} {'CLASS':<22} NAME")
+    for r in rows:
+        click.echo(f"{r['id']:<36} {r['domain']:<7} {r['complexity']:<7} {r['class']:<22} {r['name']}")
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--agent", help="Agent command, run with OPSBENCH_MANIFEST set (default: the probe agent).")
+@click.option("--keep", is_flag=True, help="Leave the environment deployed after the run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def run(scenario: str, agent: str | None, keep: bool, as_json: bool, quiet: bool) -> None:
+    """Run SCENARIO (an id or a path) end to end: deploy, inject, agent, evaluate, clean up."""
+    from orchestrator.lifecycle import Progress, Run
+    from orchestrator.progress import TerminalProgress
+    from orchestrator.spec import find_scenario
+
+    scn = find_scenario(scenario)
+    progress = Progress() if quiet else TerminalProgress().as_progress()
+    the_run = Run.create(scn, agent, keep=keep, progress=progress)
+    if not quiet:
+        click.echo(f"run {the_run.id}: scenario {scn.id} (state in {the_run.run_dir})", err=True)
+    summary = the_run.execute()
+    if as_json:
+        _emit_json(summary)
+    else:
+        _print_summary(summary)
+    code = EXIT_CODES.get(summary["status"], 4)
+    if code == 0 and summary["cleanup"] != "done":
+        code = 5
+    sys.exit(code)
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    click.echo(f"run {s['run_id']}  scenario {s['scenario']}  status {s['status']}")
+    if s["reason"]:
+        click.echo(f"  reason: {s['reason']}")
+    if s["agent"]:
+        click.echo(f"  agent: {s['agent'].get('status')} in {s['agent'].get('elapsed')}s"
+                   + (f" ({s['agent']['detail']})" if s["agent"].get("detail") else ""))
+    for name, scores in s["evaluations"].items():
+        shown = {k: v for k, v in scores.items() if k not in ("predicted",)}
+        click.echo(f"  {name}: {json.dumps(shown, sort_keys=True)}")
+    click.echo(f"  cleanup: {s['cleanup']}" + (f", recovered: {s['recovered']}" if s["recovered"] is not None else ""))
+    for p in s["cleanup_problems"]:
+        click.echo(f"    ! {p}")
+
+
+@main.command()
+@click.option("--scenario", help="Only runs of this scenario.")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def runs(scenario: str | None, limit: int, as_json: bool) -> None:
+    """List recorded runs, newest first."""
+    rows = store.list_runs(limit=limit, scenario=scenario)
+    if as_json:
+        _emit_json(rows)
+        return
+    click.echo(f"{'RUN':<24} {'SCENARIO':<36} {'STATUS':<12} CREATED")
+    for r in rows:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))
+        click.echo(f"{r['id']:<24} {r['scenario_id']:<36} {r['status']:<12} {created}")
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+def show(run_id: str, as_json: bool) -> None:
+    """Show one run: its phase timeline and outcome."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise OpsBenchError(f"no run '{run_id}' (see `opsbench runs`)")
+    run["outcome"] = json.loads(run["outcome"]) if run.get("outcome") else None
+    if as_json:
+        _emit_json(run)
+        return
+    click.echo(f"run {run['id']}  scenario {run['scenario_id']} v{run['spec_version']} "
+               f"({run['spec_digest']})  status {run['status']}")
+    t0 = run["created"]
+    for p in run["phases"]:
+        ended = f"{p['ended'] - p['started']:6.1f}s" if p["ended"] else "   ...  "
+        click.echo(f"  +{p['started'] - t0:7.1f}s {p['phase']:<14} {ended} {p['status']}"
+                   + (f"  {p['detail'][:150]}" if p["detail"] else ""))
+    if run["outcome"]:
+        _print_summary(run["outcome"])
+
+
+@main.command()
+@click.argument("run_ids", nargs=-1)
+@click.option("--json", "as_json", is_flag=True)
+def cleanup(run_ids: tuple[str, ...], as_json: bool) -> None:
+    """Finish removal and teardown of interrupted runs (default: every run whose process is gone)."""
+    from orchestrator.lifecycle import Run
+    from orchestrator.progress import TerminalProgress
+
+    ids = list(run_ids) or [r["id"] for r in store.list_runs(limit=10_000) if _orphaned(r)]
+    results = []
+    for run_id in ids:
+        the_run = Run.load(run_id, TerminalProgress().as_progress())
+        if the_run.state["status"] == "running":
+            if _alive(the_run.state.get("pid")):
+                raise OpsBenchError(f"run {run_id} is still running (pid {the_run.state['pid']})")
+            the_run.state["status"] = "interrupted"
+            the_run.state["reason"] = "orchestrator died mid-run; finished by `opsbench cleanup`"
+        pending = the_run.pending_cleanup()
+        the_run.cleanup()
+        results.append({"run_id": run_id, "steps": pending, "cleanup": the_run.state["cleanup"],
+                        "problems": the_run.state["cleanup_problems"]})
+    if as_json:
+        _emit_json(results)
+    else:
+        for r in results:
+            click.echo(f"{r['run_id']}: ran {', '.join(r['steps']) or 'nothing'}; cleanup {r['cleanup']}")
+        if not results:
+            click.echo("nothing to clean up")
+    sys.exit(0 if all(r["cleanup"] == "done" for r in results) else 1)
+
+
+def _alive(pid: Any) -> bool:
+    import os
+
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _orphaned(row: dict[str, Any]) -> bool:
+    outcome = json.loads(row["outcome"]) if row.get("outcome") else {}
+    if row["status"] == "running":
+        return not _alive(row["pid"])
+    return outcome.get("cleanup") != "done"
+
+
+@main.command()
+@click.option("--check", is_flag=True, help="Fail if the generated docs are stale instead of writing them.")
+def docs(check: bool) -> None:
+    """Generate docs/scenario-spec.md from the JSON Schemas."""
+    from orchestrator.docgen import write_docs
+
+    stale = write_docs(check=check)
+    if check and stale:
+        click.echo(f"stale generated docs: {', '.join(stale)}; run `opsbench docs`", err=True)
+        sys.exit(1)
+    click.echo("generated docs are current" if check else "docs written")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,385 @@
+"""The lifecycle of one run, one ansible-runner invocation per step.
+
+deploy -> baseline -> inject -> manifestation -> handover -> agent -> collect -> evaluate
+  -> revoke -> remove -> recovery -> teardown
+
+Undo steps (revoke, remove, teardown) run whenever the step they undo has *started*, whatever
+happened after it: a failed step, a step timeout, Ctrl-C/SIGTERM, a crashed agent. run.json is
+written before each step, so after a SIGKILL ``opsbench cleanup`` finishes the same undo steps.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from orchestrator import paths, store
+from orchestrator.agent import AgentResult, kill_group, run_agent
+from orchestrator.argspecs import resolve_role_vars
+from orchestrator.runner import EventHandler, StepResult, run_playbook
+from orchestrator.spec import Scenario
+
+FORWARD = ["deploy", "baseline", "inject", "manifestation", "handover", "agent", "collect", "evaluate"]
+CLEANUP = ["revoke", "remove", "recovery", "teardown"]
+PLAYBOOKS = {
+    "deploy": "deploy.yml", "baseline": "check.yml", "inject": "inject.yml",
+    "manifestation": "check.yml", "handover": "handover.yml", "collect": "collect.yml",
+    "evaluate": "evaluate.yml", "revoke": "revoke.yml", "remove": "remove.yml",
+    "recovery": "check.yml", "teardown": "teardown.yml",
+}
+# Undo step -> the step whose start makes it necessary.
+UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
+DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
+DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.probe"
+PORT_BLOCK = 10
+
+
+def new_run_id(scenario_id: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def free_port_base(tries: int = 200) -> int:
+    """A block of PORT_BLOCK loopback ports that are free right now."""
+    rng = secrets.SystemRandom()
+    for _ in range(tries):
+        base = rng.randrange(20000, 60000, PORT_BLOCK)
+        try:
+            for port in range(base, base + PORT_BLOCK):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of loopback ports found")
+
+
+class Interrupts:
+    """SIGINT/SIGTERM set a flag instead of raising, so clean-up always gets to run.
+
+    The third signal raises KeyboardInterrupt (the run state stays on disk for
+    ``opsbench cleanup``)."""
+
+    def __init__(self, notify: Callable[[str], None]) -> None:
+        self.count = 0
+        self.notify = notify
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> Interrupts:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count >= 3:
+            raise KeyboardInterrupt
+        self.notify("interrupted: stopping, then removing faults and tearing down "
+                    "(signal twice more to abandon clean-up; finish it later with `opsbench cleanup`)")
+
+    @property
+    def set(self) -> bool:
+        return self.count > 0
+
+
+@dataclass
+class Progress:
+    """Receives lifecycle progress; the CLI renders it."""
+
+    step_started: Callable[[str, int, int], None] = lambda step, i, n: None
+    step_ended: Callable[[str, str, float, str], None] = lambda step, status, secs, detail: None
+    task: Callable[[str, str], None] = lambda step, task: None
+    message: Callable[[str], None] = lambda text: None
+
+
+class Run:
+    """One trial of one scenario."""
+
+    def __init__(self, state: dict[str, Any], progress: Progress | None = None) -> None:
+        self.state = state
+        self.progress = progress or Progress()
+        self.run_dir = Path(state["run_dir"])
+        self.interrupts: Interrupts | None = None
+
+    # -- creation -------------------------------------------------------------------------
+    @classmethod
+    def create(cls, scn: Scenario, agent: str | None, keep: bool = False,
+               progress: Progress | None = None) -> Run:
+        run_id = new_run_id(scn.id)
+        run_dir = paths.runs_dir() / run_id
+        (run_dir / "steps").mkdir(parents=True)
+        env = scn.environment
+        state: dict[str, Any] = {
+            "id": run_id,
+            "scenario_id": scn.id,
+            "spec_path": str(scn.path),
+            "spec_version": scn.version,
+            "spec_digest": scn.digest,
+            "run_dir": str(run_dir),
+            "agent": agent or DEFAULT_AGENT,
+            "keep": keep,
+            "status": "running",
+            "started": [],
+            "done": [],
+            "pid": os.getpid(),
+            "common": {
+                "opsbench_run_id": run_id,
+                "opsbench_run_dir": str(run_dir),
+                "opsbench_port_base": free_port_base(),
+            },
+            "vars": {
+                "environment": {
+                    "name": "environment", "role": scn.environment_role,
+                    "vars": resolve_role_vars(scn.environment_role, "deploy", env["args"]),
+                },
+                "faults": [
+                    {"name": f["name"], "role": f["role"],
+                     "vars": resolve_role_vars(f["role"], "inject", f["args"])}
+                    for f in scn.faults
+                ],
+                "checks": {
+                    phase: [{"name": c["name"], "role": c["role"], "timeout": c["timeout"],
+                             "vars": resolve_role_vars(c["role"], "main", c["args"])}
+                            for c in scn.checks(phase)]
+                    for phase in ("baseline", "manifestation", "recovery")
+                },
+                "evaluators": [
+                    {"name": e["role"].removeprefix("evaluate_"), "role": e["role"],
+                     "vars": resolve_role_vars(e["role"], "main", e["params"])}
+                    for e in scn.evaluators
+                ],
+                "ground_truth": str(scn.ground_truth_path.resolve()),
+                "manifest": build_manifest(scn, run_id, run_dir),
+            },
+            "budget": scn.data["budget"],
+            "timeouts": scn.data.get("timeouts", {}),
+            "results": {},
+        }
+        store.create_run({**state, "status": "running"})
+        store.write_run_json(run_dir, state)
+        return cls(state, progress)
+
+    @classmethod
+    def load(cls, run_id: str, progress: Progress | None = None) -> Run:
+        run_dir = paths.runs_dir() / run_id
+        if not (run_dir / "run.json").is_file():
+            from orchestrator.errors import OpsBenchError
+            raise OpsBenchError(f"no run '{run_id}' under {paths.runs_dir()} (see `opsbench runs`)")
+        return cls(store.read_run_json(run_dir), progress)
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return str(self.state["id"])
+
+    def _save(self) -> None:
+        store.write_run_json(self.run_dir, self.state)
+
+    def _interrupted(self) -> bool:
+        return bool(self.interrupts and self.interrupts.set)
+
+    def extravars(self, step: str) -> dict[str, Any]:
+        v = self.state["vars"]
+        ev: dict[str, Any] = dict(self.state["common"])
+        if step in ("deploy", "teardown"):
+            ev["opsbench_environment"] = v["environment"]
+        elif step in ("baseline", "manifestation", "recovery"):
+            ev["opsbench_checks"] = v["checks"][step]
+        elif step in ("inject", "remove"):
+            ev["opsbench_faults"] = v["faults"]
+        elif step == "handover":
+            ev["opsbench_manifest"] = v["manifest"]
+        elif step == "evaluate":
+            ev["opsbench_evaluators"] = v["evaluators"]
+            ev["opsbench_ground_truth"] = v["ground_truth"]
+        return ev
+
+    # -- steps ----------------------------------------------------------------------------
+    def _step(self, step: str, index: int, total: int, cleanup: bool = False) -> StepResult:
+        """Run one playbook step and record it. Clean-up steps ignore interrupts."""
+        self.state["started"] = [*self.state["started"], step]
+        self._save()
+        self.progress.step_started(step, index, total)
+        seq = store.start_phase(self.id, step)
+        limits = {**DEFAULT_TIMEOUTS, **self.state["timeouts"].get(step, {})}
+        on_event: EventHandler = self._event_handler(step)
+        result = run_playbook(
+            step, PLAYBOOKS[step], self.extravars(step), self.run_dir / "steps" / f"{seq:02d}-{step}",
+            job_timeout=limits["job"], idle_timeout=limits["idle"],
+            cancel=(lambda: False) if cleanup else self._interrupted, on_event=on_event,
+        )
+        status = result.status
+        if result.ok and step in ("baseline", "manifestation", "recovery"):
+            failed = [n for n, c in result.stats.get("checks", {}).items() if not c.get("ok")]
+            missing = [c["name"] for c in self.state["vars"]["checks"][step]
+                       if c["name"] not in result.stats.get("checks", {})]
+            if failed or missing:
+                status = "negative"
+                result.failures = [f"check '{n}': {result.stats['checks'][n].get('detail', 'not ok')}"
+                                   for n in failed] + [f"check '{n}' reported nothing" for n in missing]
+        detail = "; ".join(result.failures)[:2000] or None
+        store.end_phase(self.id, seq, status, detail)
+        self.state["results"][step] = {"status": status, "elapsed": round(result.elapsed, 2),
+                                       "stats": result.stats, "failures": result.failures}
+        if result.ok and status == "successful":
+            self.state["done"] = [*self.state["done"], step]
+        self._save()
+        self.progress.step_ended(step, status, result.elapsed, detail or "")
+        result.status = status
+        return result
+
+    def _event_handler(self, step: str) -> EventHandler:
+        def handle(event: dict[str, Any]) -> None:
+            if event.get("event") == "playbook_on_task_start":
+                self.progress.task(step, event.get("event_data", {}).get("task", ""))
+        return handle
+
+    def _agent(self, index: int, total: int) -> AgentResult:
+        self.state["started"] = [*self.state["started"], "agent"]
+        self._save()
+        self.progress.step_started("agent", index, total)
+        seq = store.start_phase(self.id, "agent")
+        agent_dir = self.run_dir / "agent"
+        budget = int(self.state["budget"]["wallClockSeconds"])
+
+        def on_start(pid: int) -> None:
+            self.state["agent_pid"] = pid
+            self._save()
+
+        result = run_agent(
+            self.state["agent"], agent_dir,
+            {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"),
+             "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
+             "OPSBENCH_RUN_ID": self.id},
+            budget, self._interrupted, on_start,
+        )
+        if result.status in ("timeout", "interrupted") and (agent_dir / "output.json").exists():
+            # Past the budget nothing counts: keep the late output aside, score no_submission.
+            (agent_dir / "output.json").replace(agent_dir / "output.late.json")
+        self.state.pop("agent_pid", None)
+        self.state["done"] = [*self.state["done"], "agent"]
+        self.state["results"]["agent"] = {"status": result.status, "exit_code": result.exit_code,
+                                          "elapsed": round(result.elapsed, 2), "detail": result.detail}
+        self._save()
+        store.end_phase(self.id, seq, result.status, result.detail or None)
+        self.progress.step_ended("agent", result.status, result.elapsed, result.detail)
+        return result
+
+    # -- the whole run --------------------------------------------------------------------
+    def execute(self) -> dict[str, Any]:
+        with Interrupts(self.progress.message) as interrupts:
+            self.interrupts = interrupts
+            total = len(FORWARD) + len(CLEANUP) - (1 if self.state["keep"] else 0)
+            status, reason = "completed", ""
+            for index, step in enumerate(FORWARD, 1):
+                if self._interrupted():
+                    status, reason = "interrupted", f"interrupted before {step}"
+                    break
+                if step == "agent":
+                    self._agent(index, total)
+                    continue
+                result = self._step(step, index, total)
+                if result.status == "successful":
+                    continue
+                status, reason = _failure_status(step, result)
+                break
+            if self._interrupted() and status == "completed":
+                status, reason = "interrupted", "interrupted"
+            self.state["status"] = status
+            self.state["reason"] = reason
+            self._save()
+            self.cleanup(first_index=len(FORWARD) + 1, total=total)
+        return self.summary()
+
+    def pending_cleanup(self) -> list[str]:
+        started, done = set(self.state["started"]), set(self.state["done"])
+        pending = [u for u in ("revoke", "remove") if UNDOES[u] in started and u not in done]
+        if ("remove" in pending or "remove" in done) and "recovery" not in started:
+            pending.append("recovery")
+        if "deploy" in started and "teardown" not in done and not self.state["keep"]:
+            pending.append("teardown")
+        return pending
+
+    def cleanup(self, first_index: int = 1, total: int | None = None) -> None:
+        """Run every undo step still owed; record failures without stopping the rest."""
+        if (pid := self.state.get("agent_pid")) is not None:
+            kill_group(int(pid))  # an agent left behind by a killed orchestrator
+            self.state.pop("agent_pid", None)
+        pending = self.pending_cleanup()
+        total = total or len(pending)
+        problems = []
+        for offset, step in enumerate(pending):
+            if step == "recovery" and self.state["results"].get("remove", {}).get("status") != "successful":
+                continue  # no point checking recovery when removal itself failed
+            result = self._step(step, first_index + offset, total, cleanup=True)
+            if result.status != "successful":
+                problems.append(f"{step}: {result.status}: {'; '.join(result.failures)[:300]}")
+        self.state["cleanup"] = "failed" if problems else "done"
+        self.state["cleanup_problems"] = problems
+        self._save()
+        store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
+
+    def summary(self) -> dict[str, Any]:
+        res = self.state["results"]
+        evaluations = res.get("evaluate", {}).get("stats", {}).get("evaluations", {})
+        return {
+            "run_id": self.id,
+            "scenario": self.state["scenario_id"],
+            "status": self.state["status"],
+            "reason": self.state.get("reason", ""),
+            "agent": res.get("agent", {}),
+            "evaluations": evaluations,
+            "cleanup": self.state.get("cleanup", "pending"),
+            "cleanup_problems": self.state.get("cleanup_problems", []),
+            "recovered": res.get("recovery", {}).get("status") == "successful"
+            if "recovery" in res else None,
+            "phases": {k: {"status": v["status"], "elapsed": v.get("elapsed")} for k, v in res.items()},
+            "run_dir": str(self.run_dir),
+        }
+
+
+def _failure_status(step: str, result: StepResult) -> tuple[str, str]:
+    why = "; ".join(result.failures) or result.status
+    if step == "manifestation" and result.status == "negative":
+        return "invalid", f"fault did not manifest (scenario defect, not an agent failure): {why}"
+    if result.status == "canceled":
+        return "interrupted", f"interrupted during {step}"
+    if result.status == "timeout":
+        return "timeout", f"step {step} exceeded its time limit"
+    if step == "baseline" and result.status == "negative":
+        return "error", f"environment not healthy before injection: {why}"
+    return "error", f"step {step} {result.status}: {why}"
+
+
+def _json(data: Any) -> str:
+    import json
+    return json.dumps(data, sort_keys=True)
+
+
+def build_manifest(scn: Scenario, run_id: str, run_dir: Path) -> dict[str, Any]:
+    """What the agent gets: goal, tasks, budget, where to write. Nothing about the fault."""
+    budget = scn.data["budget"]
+    kinds = {t["kind"] for t in scn.data["tasks"]}
+    return {
+        "manifest_version": "opsbench/manifest/v1",
+        "run": run_id,
+        "tasks": [{"id": t["id"], "kind": t["kind"], "goal": t["goal"]} for t in scn.data["tasks"]],
+        "budget": budget,
+        "observability": scn.environment["observability"],
+        "output": {
+            "path": str(run_dir / "agent" / "output.json"),
+            "schema": str(paths.SCHEMAS_DIR / "diagnosis_output.schema.json") if "diagnose" in kinds else None,
+        },
+    }

@@ -1,0 +1,39 @@
+"""Where the project's files and the mutable state live.
+
+The state dir (default ``<repo>/.opsbench``, override with ``OPSBENCH_HOME``) holds
+Ansible's home and temp dirs, the runs directory and the SQLite index, so nothing is
+written to ``~/.ansible`` or elsewhere in the user's home.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PLAYBOOKS_DIR = PROJECT_ROOT / "playbooks"
+ROLES_DIR = PROJECT_ROOT / "roles"
+SPECS_DIR = PROJECT_ROOT / "scenario_specs"
+INVENTORY = PROJECT_ROOT / "inventories" / "local" / "hosts.yml"
+ANSIBLE_CFG = PROJECT_ROOT / "ansible.cfg"
+SCHEMAS_DIR = Path(__file__).resolve().parent / "schemas"
+ID_REGISTRY = SPECS_DIR / "REGISTRY.yaml"
+
+
+def state_dir() -> Path:
+    """The project's state dir, created on first use."""
+    path = Path(os.environ.get("OPSBENCH_HOME", PROJECT_ROOT / ".opsbench")).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def runs_dir() -> Path:
+    path = state_dir() / "runs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ansible_home() -> Path:
+    path = state_dir() / "ansible"
+    (path / "tmp").mkdir(parents=True, exist_ok=True)
+    return path

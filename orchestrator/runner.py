@@ -1,0 +1,142 @@
+"""One lifecycle step = one ansible-runner invocation with its own private data dir.
+
+Secrets never reach the artifacts: ansible-runner records the child's whole environment
+in ``artifacts/<id>/command``, so the child gets an allow-listed environment (the
+orchestrator's own environment, which may hold API keys, is not inherited), env files are
+suppressed, and secrets travel only as paths to 0600 files, never as extra vars.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator import paths
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+# Variables the playbook process may inherit; everything else is dropped.
+_ENV_ALLOW = {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME",
+              "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "KUBECONFIG", "OPSBENCH_HOME"}
+_ENV_ALLOW_PREFIXES = ("ANSIBLE_", "AWX_", "RUNNER_")
+# ANSIBLE_* keys that can carry secrets are dropped even though they match the prefix.
+_ENV_DENY = {"ANSIBLE_VAULT_PASSWORD", "ANSIBLE_BECOME_PASS", "ANSIBLE_NET_PASSWORD"}
+
+
+@dataclass
+class StepResult:
+    step: str
+    status: str  # successful | failed | timeout | canceled | error
+    rc: int
+    elapsed: float
+    stats: dict[str, Any] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    artifact_dir: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful"
+
+
+def ansible_env() -> dict[str, str]:
+    """Environment for every Ansible child: our config, our home and temp dirs, the venv first on PATH."""
+    home = paths.ansible_home()
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    return {
+        "PATH": venv_bin + os.pathsep + path if venv_bin not in path.split(os.pathsep) else path,
+        "ANSIBLE_CONFIG": str(paths.ANSIBLE_CFG),
+        "ANSIBLE_HOME": str(home),
+        "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+        "ANSIBLE_REMOTE_TEMP": str(home / "tmp"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "OPSBENCH_HOME": str(paths.state_dir()),
+    }
+
+
+def scrub_env(env: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in env.items()
+            if (k in _ENV_ALLOW or k.startswith(_ENV_ALLOW_PREFIXES)) and k not in _ENV_DENY}
+
+
+def _failure_text(event: dict[str, Any]) -> str | None:
+    if event.get("event") not in ("runner_on_failed", "runner_on_unreachable"):
+        return None
+    data = event.get("event_data", {})
+    if data.get("ignore_errors"):
+        return None
+    res = data.get("res", {})
+    msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
+    return f"task '{data.get('task', '?')}' on {data.get('host', '?')}: {str(msg).strip()[:500]}"
+
+
+def run_playbook(
+    step: str,
+    playbook: str,
+    extravars: dict[str, Any],
+    private_data_dir: Path,
+    *,
+    job_timeout: int | None = None,
+    idle_timeout: int | None = None,
+    cancel: Callable[[], bool] | None = None,
+    on_event: EventHandler | None = None,
+) -> StepResult:
+    """Run ``playbooks/<playbook>`` once and return its status, failures and set_stats data."""
+    import ansible_runner
+    from ansible_runner.config.runner import RunnerConfig
+
+    private_data_dir.mkdir(parents=True, exist_ok=True)
+    stats: dict[str, Any] = {}
+    failures: list[str] = []
+
+    def handle(event: dict[str, Any]) -> bool:
+        if event.get("event") == "playbook_on_stats":
+            stats.update(event.get("event_data", {}).get("artifact_data") or {})
+        text = _failure_text(event)
+        if text:
+            failures.append(text)
+        if on_event:
+            on_event(event)
+        return True
+
+    rc_config = RunnerConfig(
+        private_data_dir=str(private_data_dir),
+        project_dir=str(paths.PLAYBOOKS_DIR),
+        playbook=str(paths.PLAYBOOKS_DIR / playbook),
+        inventory=str(paths.INVENTORY),
+        extravars=extravars,
+        envvars=ansible_env(),
+        ident=step,
+        quiet=True,
+        suppress_env_files=True,
+        timeout=job_timeout,
+        settings={"idle_timeout": idle_timeout, "pexpect_timeout": 1},
+        rotate_artifacts=1,
+    )
+    rc_config.prepare()
+    rc_config.env = scrub_env(rc_config.env)
+    runner = ansible_runner.Runner(
+        rc_config,
+        event_handler=handle,
+        cancel_callback=cancel or (lambda: False),
+    )
+    start = time.monotonic()
+    try:
+        runner.run()
+    except Exception as exc:  # runner raises for an unstartable command
+        return StepResult(step, "error", -1, time.monotonic() - start,
+                          failures=[f"ansible-runner could not run {playbook}: {exc}"])
+    status = str(runner.status)
+    if status == "failed" and not failures:
+        stdout = Path(rc_config.artifact_dir, "stdout")
+        tail = stdout.read_text(errors="replace").strip().splitlines()[-5:] if stdout.is_file() else []
+        failures.append(" | ".join(tail) or f"ansible-playbook exited with rc={runner.rc}")
+    return StepResult(step, status, int(runner.rc if runner.rc is not None else -1),
+                      time.monotonic() - start, stats.get("opsbench", {}) if stats else {},
+                      failures, Path(rc_config.artifact_dir))

@@ -1,0 +1,192 @@
+"""``opsbench validate``: JSON Schema plus the semantic checks a schema cannot express.
+
+Semantic checks: roles exist and accept the given args (Ansible's own argument-spec
+validator), complexity agrees with ITBench Eq. 6, names are unique, ids are registered
+and never reused with a new meaning, and ground-truth entities exist in the topology the
+environment declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from orchestrator import paths
+from orchestrator.argspecs import check_role_args, role_dir
+from orchestrator.complexity import complexity_level, complexity_value
+from orchestrator.errors import Problem, SpecInvalid
+from orchestrator.spec import Scenario, load_schema, read_yaml, spec_files
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def schema_problems(file: Path, data: Any, schema_name: str) -> list[Problem]:
+    validator = jsonschema.Draft202012Validator(load_schema(schema_name))
+    problems = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        problems.append(Problem(str(file), _json_path(err.absolute_path), err.message))
+    return problems
+
+
+def load_topology(application: str) -> dict[str, Any] | None:
+    """The topology an environment role declares in ``files/topology.yml`` (None if absent)."""
+    topo_file = role_dir(f"env_{application}") / "files" / "topology.yml"
+    if not topo_file.is_file():
+        return None
+    data = read_yaml(topo_file)
+    return data if isinstance(data, dict) else None
+
+
+def load_registry() -> dict[str, dict[str, Any]]:
+    data = read_yaml(paths.ID_REGISTRY) if paths.ID_REGISTRY.is_file() else None
+    ids = (data or {}).get("ids", {})
+    return ids if isinstance(ids, dict) else {}
+
+
+def _role_problems(file: str, where: str, role: str, entry: str, args: Any) -> list[Problem]:
+    if not isinstance(args, dict):
+        return [Problem(file, where, "must be a mapping")]
+    return [Problem(file, where, msg) for msg in check_role_args(role, entry, args)]
+
+
+def semantic_problems(scn: Scenario) -> list[Problem]:
+    f = str(scn.path)
+    data = scn.data
+    out: list[Problem] = []
+
+    cx = data["metadata"]["complexity"]
+    want = complexity_value(cx["propagationLength"], cx["resolutionSteps"], len(cx["technologies"]))
+    if abs(want - cx["value"]) > 0.005:
+        out.append(Problem(f, "$.metadata.complexity.value",
+                           f"is {cx['value']} but Eq. 6 gives {want} for these inputs"))
+    if complexity_level(want) != cx["level"]:
+        out.append(Problem(f, "$.metadata.complexity.level",
+                           f"is {cx['level']} but value {want} is {complexity_level(want)}"))
+
+    env_role = scn.environment_role
+    out += _role_problems(f, "$.environment.args", env_role, "deploy",
+                          data["environment"].get("args", {}))
+    if role_dir(env_role).is_dir() and not (role_dir(env_role) / "tasks" / "teardown.yml").is_file():
+        out.append(Problem(f, "$.environment.application", f"role '{env_role}' has no teardown entry point"))
+
+    for i, fault in enumerate(scn.faults):
+        for entry in ("inject", "remove"):
+            out += _role_problems(f, f"$.faults[{i}].args", fault["role"], entry, fault["args"])
+    out += _duplicates(f, "$.faults", [x["name"] for x in scn.faults])
+
+    for phase in ("baseline", "manifestation", "recovery"):
+        if phase not in data["checks"]:
+            continue
+        checks = scn.checks(phase)
+        for i, chk in enumerate(checks):
+            out += _role_problems(f, f"$.checks.{phase}[{i}].args", chk["role"], "main", chk["args"])
+        out += _duplicates(f, f"$.checks.{phase}", [c["name"] for c in checks])
+
+    for i, ev in enumerate(scn.evaluators):
+        out += _role_problems(f, f"$.evaluation.evaluators[{i}].params", ev["role"], "main", ev["params"])
+    out += _duplicates(f, "$.tasks", [t["id"] for t in data["tasks"]])
+
+    out += registry_problems(scn)
+    out += ground_truth_problems(scn)
+    return out
+
+
+def _duplicates(file: str, where: str, names: list[str]) -> list[Problem]:
+    seen: set[str] = set()
+    dups = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
+    return [Problem(file, where, f"duplicate name '{n}'") for n in dups]
+
+
+def registry_problems(scn: Scenario) -> list[Problem]:
+    """Ids are registered once and keep their meaning: same application and fault roles."""
+    f = str(scn.path)
+    entry = load_registry().get(scn.id)
+    if entry is None:
+        return [Problem(f, "$.metadata.id",
+                        f"id '{scn.id}' is not registered; add it to {paths.ID_REGISTRY.name} "
+                        "(ids are immutable and never reused)")]
+    if entry.get("retired"):
+        return [Problem(f, "$.metadata.id", f"id '{scn.id}' is retired and may not be reused")]
+    problems = []
+    if entry.get("application") != scn.data["environment"]["application"]:
+        problems.append(Problem(f, "$.environment.application",
+                                f"id '{scn.id}' is registered for application "
+                                f"'{entry.get('application')}'; a new meaning needs a new id"))
+    if sorted(entry.get("faults", [])) != sorted(x["role"] for x in scn.faults):
+        problems.append(Problem(f, "$.faults",
+                                f"id '{scn.id}' is registered with fault roles {entry.get('faults', [])}; "
+                                "a new meaning needs a new id"))
+    return problems
+
+
+def ground_truth_problems(scn: Scenario) -> list[Problem]:
+    gt_path = scn.ground_truth_path
+    if not gt_path.is_file():
+        return [Problem(str(scn.path), "$.groundTruth", f"ground-truth file {gt_path} does not exist")]
+    try:
+        gt = read_yaml(gt_path)
+    except SpecInvalid as exc:
+        return exc.problems
+    g = str(gt_path)
+    problems = schema_problems(gt_path, gt, "ground_truth")
+    if problems:
+        return problems
+    if gt["scenario"] != scn.id:
+        problems.append(Problem(g, "$.scenario", f"is '{gt['scenario']}' but the spec's id is '{scn.id}'"))
+    topo = load_topology(scn.data["environment"]["application"])
+    if topo is None:
+        return problems + [Problem(g, "$.entities",
+                                   f"environment '{scn.environment_role}' declares no topology "
+                                   "(files/topology.yml), so entities cannot be checked")]
+    known = {e["id"] for e in topo.get("entities", [])}
+    refs: list[tuple[str, str]] = [(f"$.entities[{i}].id", e["id"]) for i, e in enumerate(gt["entities"])]
+    for i, p in enumerate(gt.get("propagations", [])):
+        refs += [(f"$.propagations[{i}].source", p["source"]), (f"$.propagations[{i}].target", p["target"])]
+    for key in ("alerts", "faults"):
+        refs += [(f"$.{key}[{i}].entity", a["entity"]) for i, a in enumerate(gt.get(key, [])) if "entity" in a]
+    for where, ent in refs:
+        if ent not in known:
+            problems.append(Problem(g, where, f"entity '{ent}' is not in the topology of "
+                                              f"'{scn.environment_role}' (known: {', '.join(sorted(known))})"))
+    if gt.get("incident", True) and not any(e.get("rootCause") for e in gt["entities"]):
+        problems.append(Problem(g, "$.entities", "an incident needs at least one entity with rootCause: true"))
+    return problems
+
+
+def validate_scenario_file(path: Path) -> list[Problem]:
+    try:
+        data = read_yaml(path)
+    except SpecInvalid as exc:
+        return exc.problems
+    problems = schema_problems(path, data, "scenario")
+    if problems:
+        return problems
+    return semantic_problems(Scenario(path=path, data=data))
+
+
+def validate_paths(roots: list[Path] | None = None) -> list[Problem]:
+    """Validate every spec found under ``roots``, plus id uniqueness across them."""
+    problems: list[Problem] = []
+    seen: dict[str, Path] = {}
+    files = spec_files(roots)
+    if not files:
+        where = ", ".join(map(str, roots or [paths.SPECS_DIR]))
+        return [Problem(where, "$", f"no {paths.SPECS_DIR.name}/*/scenario.yaml found")]
+    for file in files:
+        file_problems = validate_scenario_file(file)
+        problems += file_problems
+        if file_problems:
+            continue
+        sid = read_yaml(file)["metadata"]["id"]
+        if sid in seen:
+            problems.append(Problem(str(file), "$.metadata.id", f"duplicate id '{sid}' (also in {seen[sid]})"))
+        seen[sid] = file
+    return problems
