@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 # ITBench gives the formula but no cut-offs; these are ours, documented in docs/scenario-spec.md.
 EASY_BELOW = 2.0
 MEDIUM_BELOW = 2.7
@@ -9,7 +11,7 @@ MEDIUM_BELOW = 2.7
 
 def complexity_value(propagation_length: int, resolution_steps: int, technologies: int) -> float:
     """Cube root of propagation length x resolution steps x number of technologies."""
-    return round(float(propagation_length * resolution_steps * technologies) ** (1.0 / 3.0), 2)
+    return round(math.cbrt(propagation_length * resolution_steps * technologies), 2)
 
 
 def complexity_level(value: float) -> str:

@@ -44,7 +44,7 @@ def _type(node: dict[str, Any]) -> str:
     if "enum" in node:
         return " \\| ".join(f"`{v}`" for v in node["enum"])
     if "$ref" in node:
-        return node["$ref"].rsplit("/", 1)[-1]
+        return str(node["$ref"]).rsplit("/", 1)[-1]
     t = node.get("type", "any")
     if t == "array" and "items" in node:
         return f"list of {_type(node['items'])}"

@@ -25,7 +25,7 @@ from typing import Any
 from orchestrator import paths, store
 from orchestrator.agent import AgentResult, kill_group, run_agent
 from orchestrator.argspecs import resolve_role_vars
-from orchestrator.runner import EventHandler, StepResult, run_playbook
+from orchestrator.runner import EventHandler, StepResult, run_playbook, terminate_playbook
 from orchestrator.spec import Scenario
 
 FORWARD = ["deploy", "baseline", "inject", "manifestation", "handover", "agent", "collect", "evaluate"]
@@ -219,7 +219,9 @@ class Run:
             step, PLAYBOOKS[step], self.extravars(step), self.run_dir / "steps" / f"{seq:02d}-{step}",
             job_timeout=limits["job"], idle_timeout=limits["idle"],
             cancel=(lambda: False) if cleanup else self._interrupted, on_event=on_event,
+            on_pid=self._record_step_pid,
         )
+        self.state.pop("step_pid", None)
         status = result.status
         if result.ok and step in ("baseline", "manifestation", "recovery"):
             failed = [n for n, c in result.stats.get("checks", {}).items() if not c.get("ok")]
@@ -239,6 +241,23 @@ class Run:
         self.progress.step_ended(step, status, result.elapsed, detail or "")
         result.status = status
         return result
+
+    def _record_step_pid(self, pid: int) -> None:
+        self.state["step_pid"] = pid
+        self._save()
+
+    def _stop_orphaned_step(self) -> None:
+        """A playbook still running from a killed orchestrator would race with clean-up: stop it."""
+        pid = self.state.pop("step_pid", None)
+        if pid is None:
+            return
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return
+        if b"ansible-playbook" in cmdline and self.id.encode() in cmdline:
+            self.progress.message(f"stopping step playbook {pid} left running by the killed orchestrator")
+            terminate_playbook(int(pid))
 
     def _event_handler(self, step: str) -> EventHandler:
         def handle(event: dict[str, Any]) -> None:
@@ -314,6 +333,7 @@ class Run:
 
     def cleanup(self, first_index: int = 1, total: int | None = None) -> None:
         """Run every undo step still owed; record failures without stopping the rest."""
+        self._stop_orphaned_step()
         if (pid := self.state.get("agent_pid")) is not None:
             kill_group(int(pid))  # an agent left behind by a killed orchestrator
             self.state.pop("agent_pid", None)

@@ -8,7 +8,9 @@ suppressed, and secrets travel only as paths to 0600 files, never as extra vars.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -65,6 +67,50 @@ def scrub_env(env: dict[str, Any]) -> dict[str, Any]:
             if (k in _ENV_ALLOW or k.startswith(_ENV_ALLOW_PREFIXES)) and k not in _ENV_DENY}
 
 
+def _dead(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie counts as exited: its parent reaps it later)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def terminate_playbook(pid: int, grace: float = 15.0) -> None:
+    """Stop an ansible-playbook process and everything it started.
+
+    ansible-core >= 2.19 runs each worker in its own session (os.setsid), so killing the
+    playbook's process group - what ansible-runner does on cancel or timeout - leaves the
+    workers and their modules running. ansible-playbook's SIGTERM handler does kill the
+    worker sessions, so send SIGTERM first and SIGKILL only if it does not exit in time.
+    """
+    try:
+        pgid = os.getpgid(pid)
+        os.killpg(pgid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not _dead(pid):
+        time.sleep(0.1)
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _handle_termination(cls: Any, pid: int, pidfile: str | None = None) -> None:
+    terminate_playbook(pid)
+    if pidfile:
+        with contextlib.suppress(OSError):
+            os.remove(pidfile)
+
+
+def _result_text(res: dict[str, Any]) -> str:
+    parts = [str(res[k]).strip() for k in ("msg", "stderr", "reason") if res.get(k)]
+    if res.get("cmd"):
+        cmd = res["cmd"]
+        parts.append("command: " + (" ".join(map(str, cmd)) if isinstance(cmd, list) else str(cmd)))
+    return " | ".join(parts) or "failed"
+
+
 def _failure_text(event: dict[str, Any]) -> str | None:
     if event.get("event") not in ("runner_on_failed", "runner_on_unreachable"):
         return None
@@ -72,7 +118,9 @@ def _failure_text(event: dict[str, Any]) -> str | None:
     if data.get("ignore_errors"):
         return None
     res = data.get("res", {})
-    msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
+    # A failed loop says only "One or more items failed": report the failed items instead.
+    failed_items = [r for r in res.get("results", []) if isinstance(r, dict) and r.get("failed")]
+    msg = " | ".join(_result_text(r) for r in failed_items) if failed_items else _result_text(res)
     return f"task '{data.get('task', '?')}' on {data.get('host', '?')}: {str(msg).strip()[:500]}"
 
 
@@ -86,16 +134,27 @@ def run_playbook(
     idle_timeout: int | None = None,
     cancel: Callable[[], bool] | None = None,
     on_event: EventHandler | None = None,
+    on_pid: Callable[[int], None] | None = None,
 ) -> StepResult:
     """Run ``playbooks/<playbook>`` once and return its status, failures and set_stats data."""
     import ansible_runner
+    import ansible_runner.runner
     from ansible_runner.config.runner import RunnerConfig
+
+    # Runner calls Runner.handle_termination by class name, so patch it there (see above).
+    ansible_runner.runner.Runner.handle_termination = classmethod(_handle_termination)
 
     private_data_dir.mkdir(parents=True, exist_ok=True)
     stats: dict[str, Any] = {}
     failures: list[str] = []
 
+    pid_seen: list[int] = []
+
     def handle(event: dict[str, Any]) -> bool:
+        pid = event.get("pid")
+        if on_pid and isinstance(pid, int) and not pid_seen:
+            pid_seen.append(pid)
+            on_pid(pid)
         if event.get("event") == "playbook_on_stats":
             stats.update(event.get("event_data", {}).get("artifact_data") or {})
         text = _failure_text(event)

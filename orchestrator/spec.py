@@ -60,11 +60,11 @@ class Scenario:
 
     @property
     def ground_truth_path(self) -> Path:
-        return self.path.parent / self.data.get("groundTruth", "ground_truth.yaml")
+        return self.path.parent / str(self.data.get("groundTruth", "ground_truth.yaml"))
 
     @property
     def environment(self) -> dict[str, Any]:
-        env = copy.deepcopy(self.data["environment"])
+        env: dict[str, Any] = copy.deepcopy(self.data["environment"])
         env.setdefault("args", {})
         obs = env.setdefault("observability", {})
         for family in ("metrics", "traces", "logs"):

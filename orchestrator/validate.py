@@ -78,8 +78,10 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
         out.append(Problem(f, "$.environment.application", f"role '{env_role}' has no teardown entry point"))
 
     for i, fault in enumerate(scn.faults):
+        found: list[Problem] = []
         for entry in ("inject", "remove"):
-            out += _role_problems(f, f"$.faults[{i}].args", fault["role"], entry, fault["args"])
+            found += _role_problems(f, f"$.faults[{i}].args", fault["role"], entry, fault["args"])
+        out += list(dict.fromkeys(found))  # inject and remove share options: report each once
     out += _duplicates(f, "$.faults", [x["name"] for x in scn.faults])
 
     for phase in ("baseline", "manifestation", "recovery"):
@@ -143,9 +145,8 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
         problems.append(Problem(g, "$.scenario", f"is '{gt['scenario']}' but the spec's id is '{scn.id}'"))
     topo = load_topology(scn.data["environment"]["application"])
     if topo is None:
-        return problems + [Problem(g, "$.entities",
-                                   f"environment '{scn.environment_role}' declares no topology "
-                                   "(files/topology.yml), so entities cannot be checked")]
+        return [*problems, Problem(g, "$.entities", f"environment '{scn.environment_role}' declares no "
+                                                    "topology (files/topology.yml), so entities cannot be checked")]
     known = {e["id"] for e in topo.get("entities", [])}
     refs: list[tuple[str, str]] = [(f"$.entities[{i}].id", e["id"]) for i, e in enumerate(gt["entities"])]
     for i, p in enumerate(gt.get("propagations", [])):

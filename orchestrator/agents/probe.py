@@ -31,7 +31,7 @@ def probe(url: str) -> int:
 def diagnose(manifest: dict[str, Any]) -> dict[str, Any]:
     status = {name: probe(url + "/") for name, url in manifest["endpoints"].items()}
     edges = manifest["topology"].get("edges", [])
-    owned = {e["source"]: [] for e in edges}
+    owned: dict[str, list[str]] = {}
     for e in edges:
         if e["type"] == "owns":
             owned.setdefault(e["source"], []).append(e["target"])

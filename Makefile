@@ -1,0 +1,69 @@
+# OpsBench: `make setup`, then `make test`, then `make scenario NAME=<id>`.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export XDG_CACHE_HOME ?= $(CURDIR)/.opsbench/cache
+# Hide pip's notes about unreachable local package mirrors; real errors still show.
+PIP_FILTER := grep -v -e "^WARNING: Location 'file:" || true
+NAME ?=
+AGENT ?=
+PYTEST_ARGS ?=
+
+.PHONY: help setup venv bootstrap test test-unit lint scenario list validate docs bench cleanup clean
+
+help:
+	@echo "make setup                   create $(VENV), install Python deps and system packages"
+	@echo "make test                    run the whole test suite (unit + end to end)"
+	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...']"
+	@echo "make list                    list scenarios"
+	@echo "make lint                    ansible-lint (production), ruff, mypy"
+	@echo "make validate | docs | bench | cleanup | clean"
+
+setup: venv bootstrap
+
+venv:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip 2>&1 | $(PIP_FILTER)
+	@$(BIN)/python -m pip install -q -e '.[dev]' 2>&1 | $(PIP_FILTER)
+	@$(BIN)/python -c "import orchestrator, ansible_runner, ansible" && echo "python deps: ok"
+
+# System packages through an idempotent playbook (Debian/Ubuntu; other systems get a clear message).
+bootstrap:
+	@$(BIN)/ansible-playbook playbooks/bootstrap.yml
+
+test:
+	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: treating as failure"; exit 1; fi; exit $$rc
+
+test-unit:
+	@$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+lint:
+	$(BIN)/ansible-lint --offline --profile production -q playbooks roles
+	$(BIN)/ruff check orchestrator tests
+	$(BIN)/mypy
+
+scenario:
+	@test -n "$(NAME)" || { echo "usage: make scenario NAME=<scenario id> [AGENT='command']  (see: make list)"; exit 2; }
+	$(BIN)/opsbench run $(NAME) $(if $(AGENT),--agent "$(AGENT)")
+
+list:
+	@$(BIN)/opsbench list
+
+validate:
+	@$(BIN)/opsbench validate
+
+docs:
+	@$(BIN)/opsbench docs
+
+bench:
+	@$(BIN)/python -m orchestrator.bench
+
+cleanup:
+	@$(BIN)/opsbench cleanup
+
+clean:
+	rm -rf .opsbench

@@ -1,0 +1,69 @@
+"""Shared fixtures: a private, editable copy of a real scenario and helpers to break it."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator import paths
+
+REAL_SCENARIO = "loopweb-web-down"
+
+
+@dataclass
+class SpecCopy:
+    """A copy of scenario_specs/<REAL_SCENARIO> under tmp_path, with YAML edit helpers."""
+
+    root: Path  # the directory to hand to validate_paths (holds the scenario dir)
+    dir: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.dir / "scenario.yaml"
+
+    @property
+    def ground_truth(self) -> Path:
+        return self.dir / "ground_truth.yaml"
+
+    def edit(self, change: Callable[[dict[str, Any]], None], which: str = "spec") -> None:
+        file = self.spec if which == "spec" else self.ground_truth
+        data = yaml.safe_load(file.read_text())
+        change(data)
+        file.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def copy_scenario(dest_root: Path, name: str = REAL_SCENARIO, as_dir: str | None = None) -> SpecCopy:
+    target = dest_root / (as_dir or name)
+    shutil.copytree(paths.SPECS_DIR / name, target)
+    return SpecCopy(root=dest_root, dir=target)
+
+
+@pytest.fixture
+def spec_copy(tmp_path: Path) -> SpecCopy:
+    return copy_scenario(tmp_path / "specs")
+
+
+@pytest.fixture
+def make_copy(tmp_path: Path) -> Callable[..., SpecCopy]:
+    """Factory: ``make_copy(as_dir="b")`` adds another copy under the same specs root."""
+    return lambda **kw: copy_scenario(tmp_path / "specs", **kw)
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], Path]:
+    """Point the id registry at a tmp file with the given ``ids`` mapping."""
+
+    def write(ids: dict[str, Any]) -> Path:
+        file = tmp_path / "REGISTRY.yaml"
+        file.write_text(yaml.safe_dump({"ids": ids}))
+        monkeypatch.setattr(paths, "ID_REGISTRY", file)
+        return file
+
+    return write
+
