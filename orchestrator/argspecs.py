@@ -48,9 +48,15 @@ def check_role_args(role: str, entry_point: str, args: dict[str, Any]) -> list[s
         return [f"role '{role}' does not exist under {paths.ROLES_DIR}"]
     if entry_point not in load_argument_specs(role):
         return [f"role '{role}' has no entry point '{entry_point}' in meta/argument_specs.yml"]
+    from ansible.module_utils.errors import UnsupportedError
+
     result = ArgumentSpecValidator(entry_options(role, entry_point)).validate(_prefixed(role, args))
-    # Report names the way the spec author wrote them, without the role prefix.
-    return [re.sub(rf"\b{role}_", "", str(err)) for err in result.errors]
+    problems = []
+    for err in result.errors:
+        # Report names the way the spec author wrote them, without the role prefix.
+        text = re.sub(rf"\b{role}_", "", str(err))
+        problems.append(f"unsupported argument(s): {text}" if isinstance(err, UnsupportedError) else text)
+    return problems
 
 
 def resolve_role_vars(role: str, entry_point: str, args: dict[str, Any]) -> dict[str, Any]:

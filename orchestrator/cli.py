@@ -160,13 +160,14 @@ def show(run_id: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("run_ids", nargs=-1)
+@click.option("--teardown", is_flag=True, help="Also tear down environments kept with `run --keep`.")
 @click.option("--json", "as_json", is_flag=True)
-def cleanup(run_ids: tuple[str, ...], as_json: bool) -> None:
+def cleanup(run_ids: tuple[str, ...], teardown: bool, as_json: bool) -> None:
     """Finish removal and teardown of interrupted runs (default: every run whose process is gone)."""
     from orchestrator.lifecycle import Run
     from orchestrator.progress import TerminalProgress
 
-    ids = list(run_ids) or [r["id"] for r in store.list_runs(limit=10_000) if _orphaned(r)]
+    ids = list(run_ids) or [r["id"] for r in store.list_runs(limit=10_000) if _orphaned(r, teardown)]
     results = []
     for run_id in ids:
         the_run = Run.load(run_id, TerminalProgress().as_progress())
@@ -175,6 +176,8 @@ def cleanup(run_ids: tuple[str, ...], as_json: bool) -> None:
                 raise OpsBenchError(f"run {run_id} is still running (pid {the_run.state['pid']})")
             the_run.state["status"] = "interrupted"
             the_run.state["reason"] = "orchestrator died mid-run; finished by `opsbench cleanup`"
+        if teardown:
+            the_run.state["keep"] = False
         pending = the_run.pending_cleanup()
         the_run.cleanup()
         results.append({"run_id": run_id, "steps": pending, "cleanup": the_run.state["cleanup"],
@@ -203,11 +206,19 @@ def _alive(pid: Any) -> bool:
     return True
 
 
-def _orphaned(row: dict[str, Any]) -> bool:
-    outcome = json.loads(row["outcome"]) if row.get("outcome") else {}
-    if row["status"] == "running":
-        return not _alive(row["pid"])
-    return outcome.get("cleanup") != "done"
+def _orphaned(row: dict[str, Any], teardown: bool = False) -> bool:
+    """A run whose orchestrator is gone and that still owes clean-up steps."""
+    from orchestrator.lifecycle import Run
+
+    if row["status"] == "running" and _alive(row["pid"]):
+        return False
+    try:
+        the_run = Run.load(row["id"])
+        if teardown:
+            the_run.state["keep"] = False
+        return bool(the_run.pending_cleanup())
+    except (OpsBenchError, OSError, ValueError):
+        return False
 
 
 @main.command()

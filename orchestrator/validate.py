@@ -122,7 +122,7 @@ def registry_problems(scn: Scenario) -> list[Problem]:
         problems.append(Problem(f, "$.environment.application",
                                 f"id '{scn.id}' is registered for application "
                                 f"'{entry.get('application')}'; a new meaning needs a new id"))
-    if sorted(entry.get("faults", [])) != sorted(x["role"] for x in scn.faults):
+    if set(entry.get("faults", [])) != {x["role"] for x in scn.faults}:
         problems.append(Problem(f, "$.faults",
                                 f"id '{scn.id}' is registered with fault roles {entry.get('faults', [])}; "
                                 "a new meaning needs a new id"))
@@ -170,7 +170,10 @@ def validate_scenario_file(path: Path) -> list[Problem]:
     problems = schema_problems(path, data, "scenario")
     if problems:
         return problems
-    return semantic_problems(Scenario(path=path, data=data))
+    try:
+        return semantic_problems(Scenario(path=path, data=data))
+    except SpecInvalid as exc:  # a malformed registry or topology file the checks had to read
+        return exc.problems
 
 
 def validate_paths(roots: list[Path] | None = None) -> list[Problem]:

@@ -46,9 +46,10 @@ def score_diagnosis(output_path: Path | None, ground_truth: dict[str, Any]) -> d
     claimed = {names.get(e["id"].casefold(), e["id"]) for e in output["entities"] if e.get("root_cause")}
     incident = ground_truth.get("incident", True)
     if not incident:
-        says_none = output.get("incident") is False or not claimed
+        # A healthy control: right only when nothing is blamed and no incident is asserted.
+        says_none = not claimed and output.get("incident") is not True
         return {**base, "status": "scored", "fl_pass": float(says_none),
-                "fl_precision": float(says_none), "fl_recall": 1.0, "predicted": sorted(claimed)}
+                "fl_precision": float(says_none), "fl_recall": float(says_none), "predicted": sorted(claimed)}
     hits = truth & claimed
     return {
         **base,

@@ -231,3 +231,18 @@ def test_no_secret_reaches_artifacts_or_logs(home: Path, tmp_path: Path) -> None
     assert scanned > 20  # runner artifacts (command, job_events, stdout) were among them
     command = json.loads(next(run_dir.glob("steps/*-deploy/artifacts/deploy/command")).read_text())
     assert "OPENAI_API_KEY" not in command["env"] and "ANSIBLE_CONFIG" in command["env"]
+
+
+def test_keep_leaves_environment_up_until_cleanup_teardown(home: Path) -> None:
+    rc, result = run_json(home, "run", "loopweb-gateway-bad-upstream", "--keep")
+    assert rc == 0 and result["cleanup"] == "done"
+    run_dir = Path(result["run_dir"])
+    base = run_state(run_dir)["common"]["opsbench_port_base"]
+    assert "teardown" not in result["phases"]
+    # Kept at baseline: the fault is gone and the gateway serves again.
+    assert port_open(base) and port_open(base + 1)
+    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed without --teardown
+    cleaned = run_cli(home, "cleanup", "--teardown", "--json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert json.loads(cleaned.stdout)[0]["steps"] == ["teardown"]
+    assert_no_leftovers(run_dir)

@@ -148,3 +148,14 @@ def test_real_ground_truth_files_score_their_own_root_cause(submit):
         roots = [e["id"] for e in gt["entities"] if e.get("rootCause")]
         output = {"entities": [{"id": r, "root_cause": True} for r in roots]}
         assert score_diagnosis(submit(output), gt)["fl_pass"] == 1.0, gt_file
+
+
+def test_healthy_control_fails_when_output_asserts_an_incident_without_culprit(submit):
+    result = score_diagnosis(submit({"incident": True, "entities": []}), HEALTHY)
+    assert (result["status"], result["fl_pass"]) == ("scored", 0.0)
+
+
+def test_healthy_control_fails_when_output_says_no_incident_but_blames_something(submit):
+    result = score_diagnosis(submit({"incident": False, "entities": [{"id": "web", "root_cause": True}]}),
+                             HEALTHY)
+    assert result["fl_pass"] == 0.0
