@@ -12,8 +12,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from orchestrator import paths
 
 
@@ -26,7 +24,9 @@ def load_argument_specs(role: str) -> dict[str, Any]:
     spec_file = role_dir(role) / "meta" / "argument_specs.yml"
     if not spec_file.is_file():
         return {}
-    data = yaml.safe_load(spec_file.read_text()) or {}
+    from orchestrator.spec import read_yaml  # names file and line on malformed YAML
+
+    data = read_yaml(spec_file) or {}
     specs = data.get("argument_specs", {})
     return specs if isinstance(specs, dict) else {}
 
