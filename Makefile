@@ -12,7 +12,7 @@ NAME ?=
 AGENT ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv bootstrap test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
@@ -22,7 +22,7 @@ help:
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make validate | docs | bench | cleanup | clean"
 
-setup: venv bootstrap
+setup: venv bootstrap images
 
 venv:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ venv:
 bootstrap:
 	@$(BIN)/ansible-playbook playbooks/bootstrap.yml
 
+# podman's configuration and the local backend's images (cached by content hash: a warm run builds nothing).
+images:
+	@$(BIN)/ansible-playbook playbooks/images.yml
+
 test:
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: treating as failure"; exit 1; fi; exit $$rc
@@ -43,8 +47,9 @@ test-unit:
 
 lint:
 	$(BIN)/ansible-lint --offline --profile production -q playbooks roles
-	$(BIN)/ruff check orchestrator tests
+	$(BIN)/ruff check orchestrator tests roles
 	$(BIN)/mypy
+	$(BIN)/mypy --strict roles/env_shop/files/app/shop
 
 scenario:
 	@test -n "$(NAME)" || { echo "usage: make scenario NAME=<scenario id> [AGENT='command']  (see: make list)"; exit 2; }

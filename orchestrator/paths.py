@@ -33,6 +33,15 @@ def runs_dir() -> Path:
     return path
 
 
+def containers_conf_dir() -> Path:
+    """podman's containers.conf and storage.conf written by the container_engine role.
+
+    Fixed per checkout (not per OPSBENCH_HOME): image storage is machine-wide and shared by
+    every state dir, so its configuration must not depend on which state dir is in use.
+    """
+    return PROJECT_ROOT / ".opsbench" / "containers"
+
+
 def ansible_home() -> Path:
     path = state_dir() / "ansible"
     (path / "tmp").mkdir(parents=True, exist_ok=True)

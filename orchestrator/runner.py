@@ -50,7 +50,7 @@ def ansible_env() -> dict[str, str]:
     home = paths.ansible_home()
     venv_bin = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "/usr/bin:/bin")
-    return {
+    env = {
         "PATH": venv_bin + os.pathsep + path if venv_bin not in path.split(os.pathsep) else path,
         "ANSIBLE_CONFIG": str(paths.ANSIBLE_CFG),
         "ANSIBLE_HOME": str(home),
@@ -60,6 +60,12 @@ def ansible_env() -> dict[str, str]:
         "ANSIBLE_NOCOLOR": "1",
         "OPSBENCH_HOME": str(paths.state_dir()),
     }
+    # Only once `make setup` wrote them: podman refuses to start when CONTAINERS_CONF names a
+    # missing file, and the roles' own "images not built" errors are clearer.
+    for var, name in (("CONTAINERS_CONF", "containers.conf"), ("CONTAINERS_STORAGE_CONF", "storage.conf")):
+        if (paths.containers_conf_dir() / name).is_file():
+            env[var] = str(paths.containers_conf_dir() / name)
+    return env
 
 
 def scrub_env(env: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +126,8 @@ def _failure_text(event: dict[str, Any]) -> str | None:
     res = data.get("res", {})
     # A failed loop says only "One or more items failed": report the failed items instead.
     failed_items = [r for r in res.get("results", []) if isinstance(r, dict) and r.get("failed")]
-    msg = " | ".join(_result_text(r) for r in failed_items) if failed_items else _result_text(res)
+    texts = [_result_text(r) for r in failed_items] if failed_items else [_result_text(res)]
+    msg = " | ".join(dict.fromkeys(texts))  # the same message from many items once
     return f"task '{data.get('task', '?')}' on {data.get('host', '?')}: {str(msg).strip()[:500]}"
 
 

@@ -10,7 +10,8 @@ import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-CONFIG = json.load(open(sys.argv[1]))
+with open(sys.argv[1]) as config_file:
+    CONFIG = json.load(config_file)
 COUNTS: dict = {}
 
 
