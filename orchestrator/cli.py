@@ -222,6 +222,19 @@ def _orphaned(row: dict[str, Any], teardown: bool = False) -> bool:
 
 
 @main.command()
+@click.argument("run_id")
+def topology(run_id: str) -> None:
+    """Print a deployed run's topology (declared entities and edges + calls measured from traces) as JSON."""
+    from orchestrator import paths
+    from orchestrator.topology import run_topology
+
+    run_dir = paths.runs_dir() / run_id
+    if not (run_dir / "environment.json").is_file():
+        raise OpsBenchError(f"run '{run_id}' has no deployed environment (is it kept with --keep, or still running?)")
+    _emit_json(run_topology(run_dir))
+
+
+@main.command()
 @click.option("--check", is_flag=True, help="Fail if the generated docs are stale instead of writing them.")
 def docs(check: bool) -> None:
     """Generate docs/scenario-spec.md from the JSON Schemas."""

@@ -1,0 +1,185 @@
+"""The local backend for real: the shop under podman with Prometheus, Alertmanager and telemetry.
+
+One environment is deployed for the module (`opsbench run shop-healthy-baseline --keep`, which
+also proves the baseline checks: targets up, load flowing, telemetry arriving, no alert) and a
+second one for the isolation test; both are torn down with `opsbench cleanup --teardown`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_api_client import PrometheusConnect
+
+from orchestrator.runner import ansible_env
+from orchestrator.telemetry import TelemetryStore
+from orchestrator.topology import run_topology
+
+from .conftest import port_open, run_cli, run_json
+
+pytestmark = pytest.mark.e2e
+SCENARIO = "shop-healthy-baseline"
+
+
+def podman(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **{k: v for k, v in ansible_env().items() if k.startswith("CONTAINERS_")}}
+    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True, check=False)
+
+
+def deploy(home: Path) -> dict[str, Any]:
+    rc, result = run_json(home, "run", SCENARIO, "--keep")
+    assert rc == 0, result
+    assert result["status"] == "completed" and result["phases"]["baseline"]["status"] == "successful"
+    run_dir = Path(result["run_dir"])
+    return {"run_id": result["run_id"], "run_dir": run_dir,
+            "env": json.loads((run_dir / "environment.json").read_text())}
+
+
+def teardown_and_check(home: Path, run: dict[str, Any]) -> None:
+    proc = run_cli(home, "cleanup", "--teardown", run["run_id"], "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]["steps"] == ["teardown"]
+    label = f"label=opsbench.run={run['run_id']}"
+    assert podman("ps", "-a", "--filter", label, "--format", "{{.Names}}").stdout.strip() == ""
+    assert podman("network", "exists", f"ob-{run['run_id']}").returncode != 0
+    assert podman("volume", "exists", f"ob-{run['run_id']}-pgdata").returncode != 0
+    assert podman("secret", "ls", "--format", "{{.Name}}").stdout.count(run["run_id"]) == 0
+    for url in run["env"]["endpoints"].values():
+        assert not port_open(int(url.rsplit(":", 1)[1]))
+    assert not (run["run_dir"] / "env").exists() and not (run["run_dir"] / "secrets").exists()
+
+
+@pytest.fixture(scope="module")
+def shop_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("shop-home")
+
+
+@pytest.fixture(scope="module")
+def shop(shop_home: Path) -> Iterator[dict[str, Any]]:
+    run = deploy(shop_home)
+    try:
+        yield run
+    finally:
+        teardown_and_check(shop_home, run)
+
+
+def prom(run: dict[str, Any]) -> PrometheusConnect:
+    return PrometheusConnect(url=run["env"]["endpoints"]["prometheus"], disable_ssl=True)
+
+
+def active_alerts(run: dict[str, Any]) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(run["env"]["endpoints"]["alertmanager"] + "/api/v2/alerts?active=true") as resp:
+        alerts: list[dict[str, Any]] = json.loads(resp.read())
+    return alerts
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_gateway_serves_the_shop(shop: dict[str, Any]) -> None:
+    gateway = shop["env"]["endpoints"]["gateway"]
+    with urllib.request.urlopen(gateway + "/api/products", timeout=5) as resp:
+        products = json.loads(resp.read())
+    assert resp.status == 200 and len(products["products"] if isinstance(products, dict) else products) >= 5
+    with urllib.request.urlopen(gateway + "/", timeout=5) as resp:
+        assert "<html" in resp.read().decode().lower()
+
+
+def test_promql_sees_every_service_and_its_golden_signals(shop: dict[str, Any]) -> None:
+    p = prom(shop)
+    up = p.custom_query("up")
+    services = {s["metric"].get("service") for s in up}
+    assert {"frontend", "catalog", "cart", "checkout", "payment", "shipping", "email", "currency",
+            "recommendation", "ads", "redis", "postgres", "gateway", "loadgen"} <= services
+    assert all(s["value"][1] == "1" for s in up)
+    replicas = {s["metric"]["instance_id"] for s in up if s["metric"].get("service") in ("frontend", "catalog")}
+    assert replicas == {"frontend-1", "frontend-2", "catalog-1", "catalog-2"}
+    rates = p.custom_query('sum by (service) (rate(http_server_requests_total{route!~"/healthz|/metrics"}[30s]))')
+    busy = {r["metric"]["service"] for r in rates if float(r["value"][1]) > 0}
+    assert {"frontend", "catalog", "checkout", "cart"} <= busy
+    assert p.custom_query("redis_up == 1") and p.custom_query("pg_up == 1") and p.custom_query("nginx_up == 1")
+    latency = p.custom_query("histogram_quantile(0.95, sum by (le) (rate(http_server_request_duration_seconds_bucket"
+                             '{service="frontend"}[30s])))')
+    assert latency and 0 < float(latency[0]["value"][1]) < 5
+
+
+def test_traces_and_logs_are_queryable(shop: dict[str, Any]) -> None:
+    with TelemetryStore(Path(shop["env"]["telemetry"])) as store:
+        traces = store.get_traces(service="checkout", limit=5)
+        assert traces.total > 0
+        trace = store.get_trace(traces.items[0]["trace_id"])
+        services = {s["service"] for s in trace}
+        assert {"frontend", "checkout"} <= services
+        assert any(s["depth"] > 0 for s in trace)
+        logs = store.search_logs(trace_id=traces.items[0]["trace_id"], limit=50)
+        assert logs.total > 0 and all(rec["trace_id"] == traces.items[0]["trace_id"] for rec in logs.items)
+        assert store.search_logs(service="cart", limit=1).total > 0
+
+
+def test_topology_merges_declared_edges_with_measured_calls(shop: dict[str, Any]) -> None:
+    topo = run_topology(shop["run_dir"])
+    observed = {(e["source"], e["target"]) for e in topo["edges"] if e["type"] == "calls" and e.get("observed")}
+    assert {("frontend", "checkout"), ("checkout", "payment"), ("checkout", "cart")} <= observed
+    owns = {(e["source"], e["target"]) for e in topo["edges"] if e["type"] == "owns"}
+    assert ("frontend", "frontend-2") in owns
+    ids = {e["id"] for e in topo["entities"]}
+    assert all(e["source"] in ids and e["target"] in ids for e in topo["edges"])
+
+
+def test_alert_fires_for_a_stopped_service_and_resolves(shop: dict[str, Any]) -> None:
+    cart = f"ob-{shop['run_id']}-cart-1"
+    assert podman("stop", "-t", "1", cart).returncode == 0
+    try:
+        wait_for(lambda: [a for a in active_alerts(shop)
+                          if a["labels"]["alertname"] == "ServiceDown" and a["labels"].get("service") == "cart"],
+                 60, "ServiceDown for cart")
+    finally:
+        assert podman("start", cart).returncode == 0
+    wait_for(lambda: not [a for a in active_alerts(shop) if a["labels"].get("service") == "cart"
+                          and a["labels"]["alertname"] == "ServiceDown"], 60, "ServiceDown to resolve")
+
+
+def test_two_runs_are_isolated(shop: dict[str, Any], tmp_path: Path) -> None:
+    home = tmp_path / "home2"
+    home.mkdir()
+    other = deploy(home)
+    try:
+        assert other["env"]["endpoints"]["gateway"] != shop["env"]["endpoints"]["gateway"]
+        for run, peer in ((shop, other), (other, shop)):
+            # Every scraped target is a container of the run's own network.
+            instances = {s["metric"]["instance"] for s in prom(run).custom_query("up")}
+            app = {i for i in instances if not i.startswith("localhost:")}
+            assert app and all(i.startswith(f"ob-{run['run_id']}-") for i in app), instances
+            assert not any(peer["run_id"] in i for i in instances)
+        # A failure in one run alerts in that run only.
+        cart = f"ob-{other['run_id']}-cart-1"
+        assert podman("stop", "-t", "1", cart).returncode == 0
+        wait_for(lambda: [a for a in active_alerts(other) if a["labels"]["alertname"] == "ServiceDown"], 60,
+                 "ServiceDown in the second run")
+        assert not [a for a in active_alerts(shop) if a["labels"]["alertname"] == "ServiceDown"]
+        assert all(a["labels"].get("opsbench_run") == other["run_id"] for a in active_alerts(other))
+    finally:
+        teardown_and_check(home, other)
+
+
+def test_topology_cli_prints_json(shop: dict[str, Any], shop_home: Path) -> None:
+    proc = run_cli(shop_home, "topology", shop["run_id"])
+    assert proc.returncode == 0, proc.stderr
+    topo = json.loads(proc.stdout)
+    assert {"entities", "edges"} <= set(topo)
+    assert any(e.get("observed") for e in topo["edges"])
