@@ -12,7 +12,7 @@ NAME ?=
 AGENT ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
@@ -66,6 +66,9 @@ docs:
 
 bench:
 	@$(BIN)/python -m orchestrator.bench
+
+bench-local:
+	@$(BIN)/python -m orchestrator.bench_local
 
 cleanup:
 	@$(BIN)/opsbench cleanup

@@ -183,3 +183,21 @@ def test_topology_cli_prints_json(shop: dict[str, Any], shop_home: Path) -> None
     topo = json.loads(proc.stdout)
     assert {"entities", "edges"} <= set(topo)
     assert any(e.get("observed") for e in topo["edges"])
+
+
+def test_missing_image_is_a_clear_error_and_leaves_nothing(tmp_path: Path) -> None:
+    from .conftest import scenario_copy
+
+    def missing_image(spec: dict[str, Any]) -> None:
+        spec["environment"]["args"] = {"shop_image": "localhost/opsbench-shop:does-not-exist"}
+
+    home = tmp_path / "home"
+    home.mkdir()
+    spec_dir = scenario_copy(tmp_path, SCENARIO, missing_image)
+    rc, result = run_json(home, "run", str(spec_dir))
+    assert rc == 4 and result["status"] == "error"
+    assert "does-not-exist" in result["reason"] and "make setup" in result["reason"]
+    assert result["phases"]["teardown"]["status"] == "successful"
+    run_id = result["run_id"]
+    assert podman("ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format", "{{.Names}}").stdout == ""
+    assert podman("network", "exists", f"ob-{run_id}").returncode != 0
