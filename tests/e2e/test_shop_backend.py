@@ -106,6 +106,10 @@ def test_promql_sees_every_service_and_its_golden_signals(shop: dict[str, Any]) 
     services = {s["metric"].get("service") for s in up}
     assert {"frontend", "catalog", "cart", "checkout", "payment", "shipping", "email", "currency",
             "recommendation", "ads", "redis", "postgres", "gateway", "loadgen"} <= services
+    # Per-container resource use from the host-side exporter.
+    memory = {s["metric"]["container"]: float(s["value"][1]) for s in p.custom_query("container_memory_usage_bytes")}
+    assert {"postgres-1", "frontend-2", "prometheus"} <= set(memory) and all(v > 0 for v in memory.values())
+    assert p.custom_query("rate(container_cpu_usage_seconds_total[20s]) > 0")
     assert all(s["value"][1] == "1" for s in up)
     replicas = {s["metric"]["instance_id"] for s in up if s["metric"].get("service") in ("frontend", "catalog")}
     assert replicas == {"frontend-1", "frontend-2", "catalog-1", "catalog-2"}
@@ -148,6 +152,8 @@ def test_alert_fires_for_a_stopped_service_and_resolves(shop: dict[str, Any]) ->
         wait_for(lambda: [a for a in active_alerts(shop)
                           if a["labels"]["alertname"] == "ServiceDown" and a["labels"].get("service") == "cart"],
                  60, "ServiceDown for cart")
+        wait_for(lambda: [a for a in active_alerts(shop) if a["labels"]["alertname"] == "ContainerNotRunning"
+                          and a["labels"].get("container") == "cart-1"], 60, "ContainerNotRunning for cart-1")
     finally:
         assert podman("start", cart).returncode == 0
     wait_for(lambda: not [a for a in active_alerts(shop) if a["labels"].get("service") == "cart"
@@ -160,12 +166,14 @@ def test_two_runs_are_isolated(shop: dict[str, Any], tmp_path: Path) -> None:
     other = deploy(home)
     try:
         assert other["env"]["endpoints"]["gateway"] != shop["env"]["endpoints"]["gateway"]
-        for run, peer in ((shop, other), (other, shop)):
+        for run in (shop, other):
             # Every scraped target is a container of the run's own network.
-            instances = {s["metric"]["instance"] for s in prom(run).custom_query("up")}
-            app = {i for i in instances if not i.startswith("localhost:")}
-            assert app and all(i.startswith(f"ob-{run['run_id']}-") for i in app), instances
-            assert not any(peer["run_id"] in i for i in instances)
+            instances = {s["metric"]["instance"] for s in prom(run).custom_query('up{job!~"containers|prometheus"}')}
+            assert instances and all(i.startswith(f"ob-{run['run_id']}-") for i in instances), instances
+            # The host-side container exporter reports this run's containers only.
+            containers = prom(run).custom_query("container_running")
+            own = podman("ps", "-a", "--filter", f"label=opsbench.run={run['run_id']}", "--format", "{{.Names}}")
+            assert len(containers) == len(own.stdout.split()) == 21
         # A failure in one run alerts in that run only.
         cart = f"ob-{other['run_id']}-cart-1"
         assert podman("stop", "-t", "1", cart).returncode == 0
@@ -201,3 +209,21 @@ def test_missing_image_is_a_clear_error_and_leaves_nothing(tmp_path: Path) -> No
     run_id = result["run_id"]
     assert podman("ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format", "{{.Names}}").stdout == ""
     assert podman("network", "exists", f"ob-{run_id}").returncode != 0
+
+
+def test_prometheus_that_cannot_start_is_named_in_the_error(tmp_path: Path) -> None:
+    from .conftest import scenario_copy
+
+    def broken_prometheus(spec: dict[str, Any]) -> None:
+        # An invalid scrape interval makes Prometheus refuse its configuration and exit.
+        spec["environment"]["args"] = {"scrape_interval": "soon", "start_timeout": 20}
+
+    home = tmp_path / "home"
+    home.mkdir()
+    spec_dir = scenario_copy(tmp_path, SCENARIO, broken_prometheus)
+    rc, result = run_json(home, "run", str(spec_dir))
+    assert rc == 4 and result["status"] == "error"
+    assert "did not become healthy" in result["reason"] and "-prometheus" in result["reason"], result["reason"]
+    assert result["phases"]["teardown"]["status"] == "successful"
+    run_id = result["run_id"]
+    assert podman("ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format", "{{.Names}}").stdout == ""
