@@ -43,7 +43,8 @@ DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.probe"
 PORT_BLOCK = 10
 
 
-def new_run_id(scenario_id: str) -> str:
+def new_run_id() -> str:
+    """Sortable by start time, unique across concurrent runs."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
@@ -117,7 +118,7 @@ class Run:
     @classmethod
     def create(cls, scn: Scenario, agent: str | None, keep: bool = False,
                progress: Progress | None = None) -> Run:
-        run_id = new_run_id(scn.id)
+        run_id = new_run_id()
         run_dir = paths.runs_dir() / run_id
         (run_dir / "steps").mkdir(parents=True)
         env = scn.environment

@@ -180,7 +180,7 @@ class Stack:
 def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     binary = shutil.which("redis-server")
     if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
+        pytest.fail("redis-server is not installed: run `make setup` (it installs redis-server)")
     port = free_port()
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--requirepass", REDIS_PASSWORD, "--dir", str(tmp)],
@@ -191,7 +191,7 @@ def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
 def start_postgres() -> tuple[subprocess.Popen[bytes], int, Path]:
     initdbs = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if not initdbs:
-        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+        pytest.fail("PostgreSQL is not installed: run `make setup` (it installs postgresql)")
     bindir = Path(initdbs[-1]).parent
     user = "postgres" if os.geteuid() == 0 else None  # PostgreSQL refuses to run as root
     pgdir = Path(tempfile.mkdtemp(prefix="shop-pg-"))
