@@ -237,7 +237,11 @@ def topology(run_id: str) -> None:
 @main.command()
 @click.option("--check", is_flag=True, help="Fail if the generated docs are stale instead of writing them.")
 def docs(check: bool) -> None:
-    """Generate docs/scenario-spec.md from the JSON Schemas."""
+    """Generate the reference docs and catalogs.
+
+    docs/scenario-spec.md and docs/ground-truth.md from the JSON Schemas, docs/faults.md from
+    every fault role's argument spec, docs/scenarios.md from every scenario spec and ground truth.
+    """
     from orchestrator.docgen import write_docs
 
     stale = write_docs(check=check)
@@ -245,6 +249,66 @@ def docs(check: bool) -> None:
         click.echo(f"stale generated docs: {', '.join(stale)}; run `opsbench docs`", err=True)
         sys.exit(1)
     click.echo("generated docs are current" if check else "docs written")
+
+
+@main.group()
+def new() -> None:
+    """Scaffold a fault role or a scenario that follows the conventions (docs/authoring.md)."""
+
+
+def _print_scaffolded(done: Any) -> None:
+    from orchestrator import paths
+
+    for file in done.files:
+        shown = file.relative_to(paths.PROJECT_ROOT) if file.is_relative_to(paths.PROJECT_ROOT) else file
+        click.echo(f"  wrote {shown}")
+    for note in done.notes:
+        click.echo(f"note: {note}")
+    click.echo("next:")
+    for i, step in enumerate(done.next_steps, 1):
+        click.echo(f"  {i}. {step}")
+
+
+@new.command("fault")
+@click.argument("name")
+@click.option("--podman", is_flag=True,
+              help="The fault acts on the run's podman containers: depend on podman_control and use its modules.")
+def new_fault(name: str, podman: bool) -> None:
+    """Scaffold roles/fault_NAME/ (NAME with or without the fault_ prefix) and its e2e test stub."""
+    from orchestrator.scaffold import new_fault as scaffold_fault
+
+    done = scaffold_fault(name, podman=podman)
+    click.echo(f"scaffolded {done.files[0].parent.parent.name}:")
+    _print_scaffolded(done)
+
+
+@new.command("scenario")
+@click.argument("scenario_id", metavar="ID")
+@click.option("--fault", "faults", multiple=True, required=True, metavar="ROLE",
+              help="Fault role to inject (repeat for several, in injection order).")
+@click.option("--application", default="shop", show_default=True, help="Application (environment role env_<name>).")
+@click.option("--baseline-from", metavar="ID",
+              help="Copy the baseline checks from this scenario (default: the application's healthy control).")
+@click.option("--propagation-length", type=int, default=1, show_default=True,
+              help="Complexity input: hops from root cause to symptom.")
+@click.option("--resolution-steps", type=int, help="Complexity input: steps to resolve  [default: number of faults]")
+@click.option("--technology", "technologies", multiple=True, metavar="TECH",
+              help="Complexity input (repeatable)  [default: the root-cause entity's technology]")
+def new_scenario(scenario_id: str, faults: tuple[str, ...], application: str, baseline_from: str | None,
+                 propagation_length: int, resolution_steps: int | None, technologies: tuple[str, ...]) -> None:
+    """Scaffold scenario_specs/ID/ (spec + ground truth) and register ID in REGISTRY.yaml."""
+    from orchestrator.scaffold import new_scenario as scaffold_scenario
+    from orchestrator.validate import validate_paths
+
+    done = scaffold_scenario(scenario_id, list(faults), application=application, baseline_from=baseline_from,
+                             propagation_length=propagation_length, resolution_steps=resolution_steps,
+                             technologies=list(technologies) or None)
+    click.echo(f"scaffolded scenario {scenario_id}:")
+    _print_scaffolded(done)
+    problems = validate_paths([done.files[0].parent])
+    for p in problems:
+        click.echo(f"{p}", err=True)
+    click.echo(f"opsbench validate: {len(problems)} problem(s) in the scaffold (it still holds TODO text)")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,60 @@
-"""Reference docs generated from the JSON Schemas (one source of truth per fact)."""
+"""Generated docs, one source of truth per fact.
+
+- ``docs/scenario-spec.md`` and ``docs/ground-truth.md`` from the JSON Schemas;
+- ``docs/faults.md`` from every ``roles/fault_*/meta/argument_specs.yml``;
+- ``docs/scenarios.md`` from every scenario spec and its ground truth.
+
+Nothing here lists roles or scenarios: the catalogs follow what is on disk.
+"""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from orchestrator import paths
-from orchestrator.spec import load_schema
+import yaml
 
-GENERATED = {
-    "docs/scenario-spec.md": ("scenario", "Scenario spec reference"),
-    "docs/ground-truth.md": ("ground_truth", "Ground-truth reference"),
+from orchestrator import paths
+from orchestrator.spec import load_schema, read_yaml, spec_files
+
+# Fault families, derived from the role name: (name prefix after `fault_`, family). A role
+# belongs to the first entry whose prefix is its whole name or is followed by `_`.
+FAULT_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("app", "application"),
+    ("container", "container"),
+    ("config", "configuration"),
+    ("redis_password", "configuration"),
+    ("db", "configuration"),
+    ("redis_oom", "dependency"),
+    ("postgres", "dependency"),
+    ("network", "network"),
+    ("http", "network"),
+    ("load", "traffic"),
+    ("volume", "storage"),
+    ("loopweb", "loopweb"),
+)
+FAMILY_INTRO = {
+    "application": "Faults in the services' own code paths, switched on through feature flags or the app's settings.",
+    "container": "Faults in the containers the services run in: stopped, killed, paused, starved, wrong image.",
+    "configuration": "Wrong configuration of a service or of its access to a dependency.",
+    "dependency": "A datastore the services depend on misbehaves.",
+    "network": "Traffic between entities is dropped, delayed or answered wrongly.",
+    "traffic": "The load on the shop changes.",
+    "storage": "The data a service keeps on disk becomes unavailable.",
+    "loopweb": "Faults of the minimal loopweb environment (nginx + one Python service, no containers).",
+    "other": "Roles whose name matches no family prefix (see FAULT_FAMILIES in orchestrator/docgen.py).",
 }
+
+
+def fault_family(role: str) -> str:
+    """The family of a fault role, from its name (``fault_redis_oom`` -> dependency)."""
+    name = role.removeprefix("fault_")
+    for prefix, family in FAULT_FAMILIES:
+        if name == prefix or name.startswith(prefix + "_"):
+            return family
+    return "other"
 
 _INTRO = {
     "scenario": (
@@ -96,12 +140,202 @@ def render(schema_name: str, title: str) -> str:
     return "\n".join(lines)
 
 
+def _cell(value: Any) -> str:
+    """Text for one Markdown table cell: one line, pipes escaped."""
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def _flow(value: Any) -> str:
+    """A value the way a spec author writes it in YAML (flow style, one line)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=2**31, sort_keys=False).rstrip()
+    return text.removesuffix("\n...").strip()
+
+
+def _text(value: Any) -> str:
+    """An Ansible description (a string or a list of paragraphs) as one paragraph."""
+    parts = value if isinstance(value, list) else [value] if value else []
+    return " ".join(" ".join(str(p).split()) for p in parts)
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    data = read_yaml(path) if path.is_file() else None
+    return data if isinstance(data, dict) else {}
+
+
+def _scenarios() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(spec, ground truth) of every scenario on disk, sorted by id; tolerant of missing fields."""
+    found = []
+    for file in spec_files():
+        spec = _read_mapping(file)
+        gt_name = str(spec.get("groundTruth", "ground_truth.yaml"))
+        found.append((spec, _read_mapping(file.parent / gt_name)))
+    return sorted(found, key=lambda pair: str(pair[0].get("metadata", {}).get("id", "")))
+
+
+def _scenario_id(spec: dict[str, Any]) -> str:
+    return str(spec.get("metadata", {}).get("id", "?"))
+
+
+def _fault_roles() -> list[str]:
+    return sorted(p.name for p in paths.ROLES_DIR.glob("fault_*") if p.is_dir())
+
+
+def _option_type(opt: dict[str, Any]) -> str:
+    kind = str(opt.get("type", "str"))
+    return f"{kind} of {opt['elements']}" if kind == "list" and "elements" in opt else kind
+
+
+def render_faults() -> str:
+    """docs/faults.md: every fault role, grouped by family, with its options and scenarios."""
+    used_by: dict[str, list[str]] = {}
+    for spec, _gt in _scenarios():
+        for fault in spec.get("faults") or []:
+            users = used_by.setdefault(str(fault.get("role")), [])
+            if _scenario_id(spec) not in users:
+                users.append(_scenario_id(spec))
+    families: dict[str, list[str]] = {}
+    for role in _fault_roles():
+        families.setdefault(fault_family(role), []).append(role)
+    order = [f for f in FAMILY_INTRO if f in families]
+
+    lines = [
+        "# Fault catalog",
+        "",
+        "<!-- Generated by `opsbench docs` from roles/fault_*/meta/argument_specs.yml; do not edit by hand. -->",
+        "",
+        "Every fault role, grouped by family (derived from the role name, see `FAULT_FAMILIES` in "
+        "`orchestrator/docgen.py`). Options are named as a scenario spec passes them in "
+        "`faults[].args`, without the role prefix. How to write a fault: [authoring.md](authoring.md).",
+        "",
+        "| Family | Role | What it does | Scenarios |",
+        "| --- | --- | --- | --- |",
+    ]
+    for family in order:
+        for role in families[family]:
+            inject = _entry(role, "inject")
+            scns = ", ".join(f"[{s}](scenarios.md#{s})" for s in used_by.get(role, [])) or "none yet"
+            lines.append(f"| {family} | [`{role}`](#{role}) | {_cell(inject.get('short_description', ''))} "
+                         f"| {scns} |")
+    for family in order:
+        lines += ["", f"## {family}", "", FAMILY_INTRO[family]]
+        for role in families[family]:
+            lines += _fault_section(role, used_by.get(role, []))
+    return "\n".join(lines) + "\n"
+
+
+def _entry(role: str, entry_point: str) -> dict[str, Any]:
+    specs = _read_mapping(paths.ROLES_DIR / role / "meta" / "argument_specs.yml").get("argument_specs")
+    entry = specs.get(entry_point) if isinstance(specs, dict) else None
+    return entry if isinstance(entry, dict) else {}
+
+
+def _fault_section(role: str, scenarios: list[str]) -> list[str]:
+    inject, remove = _entry(role, "inject"), _entry(role, "remove")
+    lines = ["", f"### {role}", ""]
+    if not inject:
+        return [*lines, "No `inject` entry point in `meta/argument_specs.yml`."]
+    lines.append(_text(inject.get("short_description")) or "(no short description)")
+    if inject.get("description"):
+        lines += ["", _text(inject["description"])]
+    if remove:
+        lines += ["", "**Removal:** " + " ".join(
+            t for t in (_text(remove.get("short_description")), _text(remove.get("description"))) if t)]
+    deps = _read_mapping(paths.ROLES_DIR / role / "meta" / "main.yml").get("dependencies") or []
+    names = [d if isinstance(d, str) else str(d.get("role", d.get("name", ""))) for d in deps]
+    if names:
+        lines += ["", "**Depends on:** " + ", ".join(f"`{n}`" for n in names)]
+    shown = ", ".join(f"[{s}](scenarios.md#{s})" for s in scenarios) or "none yet"
+    lines += ["", f"**Scenarios:** {shown}", ""]
+    options = inject.get("options") or {}
+    if not options:
+        return [*lines, "No options."]
+    lines += ["| Option | Type | Default | Choices | Required | Description |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for name, opt in options.items():
+        opt = opt if isinstance(opt, dict) else {}
+        short = name.removeprefix(f"{role}_")
+        default = f"`{_cell(_flow(opt['default']))}`" if opt.get("default") is not None else ""
+        choices = ", ".join(f"`{_cell(c)}`" for c in opt.get("choices") or [])
+        lines.append(f"| `{short}` | {_option_type(opt)} | {default} | {choices} "
+                     f"| {'yes' if opt.get('required') else ''} | {_cell(_text(opt.get('description')))} |")
+    return lines
+
+
+def _expected_alerts(spec: dict[str, Any]) -> list[str]:
+    alerts = []
+    for check in (spec.get("checks") or {}).get("manifestation") or []:
+        if check.get("role") != "check_alerts":
+            continue
+        for labels in (check.get("args") or {}).get("firing") or []:
+            labels = dict(labels) if isinstance(labels, dict) else {}
+            name = str(labels.pop("alertname", "*"))
+            extra = ",".join(f"{k}={v}" for k, v in labels.items())
+            alerts.append(f"{name}{{{extra}}}" if extra else name)
+    return alerts
+
+
+def _hidden(spec: dict[str, Any]) -> list[str]:
+    obs = (spec.get("environment") or {}).get("observability") or {}
+    return [family for family in ("metrics", "traces", "logs") if obs.get(family) is False]
+
+
+def render_scenarios() -> str:
+    """docs/scenarios.md: every scenario with its faults, expected alerts and root cause."""
+    pairs = _scenarios()
+    lines = [
+        "# Scenario catalog",
+        "",
+        "<!-- Generated by `opsbench docs` from scenario_specs/*/scenario.yaml and ground_truth.yaml; "
+        "do not edit by hand. -->",
+        "",
+        "Every scenario under `scenario_specs/`. *Alerts* are the label sets the manifestation "
+        "checks wait for (`check_alerts` `firing`); *root cause* comes from the ground truth; "
+        "*hidden* lists the evidence families the agent does not get. Fault roles: "
+        "[faults.md](faults.md). Fields: [scenario-spec.md](scenario-spec.md).",
+        "",
+        "| Id | Name | Complexity | Class | Faults | Alerts | Root cause | Hidden | Tags |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    sections: list[str] = []
+    for spec, gt in pairs:
+        meta = spec.get("metadata") or {}
+        sid = _scenario_id(spec)
+        cx = meta.get("complexity") or {}
+        roles = list(dict.fromkeys(str(f.get("role")) for f in spec.get("faults") or []))
+        faults = ", ".join(f"[`{r}`](faults.md#{r})" for r in roles) or "none"
+        alerts = ", ".join(f"`{_cell(a)}`" for a in _expected_alerts(spec))
+        causes = [str(e.get("id")) for e in gt.get("entities") or [] if e.get("rootCause")]
+        cause = "no incident" if gt.get("incident") is False else ", ".join(f"`{c}`" for c in causes)
+        lines.append(
+            f"| [{sid}](#{sid}) | {_cell(meta.get('name', ''))} | {cx.get('level', '')} {cx.get('value', '')} "
+            f"| {_cell(meta.get('class', ''))} | {faults} | {alerts} | {cause} | {', '.join(_hidden(spec))} "
+            f"| {', '.join(_cell(t) for t in meta.get('tags') or [])} |")
+        env = spec.get("environment") or {}
+        sections += ["", f"### {sid}", "", f"**{_cell(meta.get('name', ''))}** "
+                     f"(application `{env.get('application', '?')}`, {meta.get('domain', '?')}, "
+                     f"version {meta.get('version', 1)})", "", " ".join(str(meta.get("description", "")).split())]
+        injected = [f"`{f.get('name')}`: `{f.get('role')}` `{_flow(f.get('args') or {})}`"
+                    for f in spec.get("faults") or []]
+        if injected:
+            sections += ["", "Faults, in injection order: " + "; ".join(injected) + "."]
+    return "\n".join([*lines, "", "## Scenarios", *sections]) + "\n"
+
+
+# Every generated doc: path relative to the project root -> its renderer.
+GENERATED: dict[str, Callable[[], str]] = {
+    "docs/scenario-spec.md": functools.partial(render, "scenario", "Scenario spec reference"),
+    "docs/ground-truth.md": functools.partial(render, "ground_truth", "Ground-truth reference"),
+    "docs/faults.md": render_faults,
+    "docs/scenarios.md": render_scenarios,
+}
+
+
 def write_docs(check: bool = False) -> list[str]:
     """Write (or, with check, compare) every generated doc; return the stale ones."""
     stale = []
-    for rel, (schema_name, title) in GENERATED.items():
+    for rel, render_doc in GENERATED.items():
         target = paths.PROJECT_ROOT / rel
-        text = render(schema_name, title)
+        text = render_doc()
         if not target.is_file() or target.read_text() != text:
             stale.append(rel)
             if not check:

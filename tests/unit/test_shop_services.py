@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -12,16 +14,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 from prometheus_client import REGISTRY
+from psycopg2.pool import ThreadedConnectionPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles" / "env_shop" / "files" / "app"))
 
 from shop.flags import Flags
 from shop.services import SERVICE_NAMES, builder
+from shop.services.catalog import CatalogStore, TimedConnection
 from shop.services.loadgen import Loadgen, plan_journey
 from shop.telemetry import Telemetry
-from shop.web import App, Request, Response
+from shop.web import App, HTTPError, Request, Response
 
 
 class FlagFile:
@@ -145,6 +150,70 @@ def test_shipping_and_email(apps: list[App]) -> None:
     assert call(email, "POST", "/send", {"email": "not-an-email"})[0] == 400
 
 
+SPOOL_NAME = re.compile(r"^(?P<key>[A-Za-z0-9_-]+)-\d{8}T\d{6}\.\d{9}Z\.html$")
+
+
+def send_order(app: App, order_id: str | None) -> tuple[int, Any]:
+    order = {"items": [{"name": "Comet Book", "quantity": 2}], "total": {"amount": 2, "currency": "USD"}}
+    return call(app, "POST", "/send", {"email": "a@b.c", "order": order if order_id is None
+                                       else {**order, "order_id": order_id}})
+
+
+def test_email_spool_writes_each_confirmation_and_keeps_the_newest(apps: list[App], tmp_path: Path) -> None:
+    spool = tmp_path / "spool"  # created on the first write
+    app = build(apps, "email", EMAIL_SPOOL_DIR=str(spool), EMAIL_SPOOL_KEEP="3")
+    assert send_order(app, "o1")[0] == 200
+    (first,) = spool.iterdir()
+    assert SPOOL_NAME.match(first.name)["key"] == "o1"  # type: ignore[index]
+    assert "Comet Book" in first.read_text() and first.stat().st_mode & 0o777 == 0o644
+    (spool / "filler.bin").write_bytes(b"x")  # not a confirmation: never pruned
+    for order_id in ("o2", "../../etc/passwd", None, "o5"):
+        assert send_order(app, order_id)[0] == 200
+    names = sorted(p.name for p in spool.iterdir())
+    assert "filler.bin" in names and len(names) == 4 and not [n for n in names if n.startswith(".")]
+    keys = {SPOOL_NAME.match(n)["key"] for n in names if n != "filler.bin"}  # type: ignore[index]
+    assert len(keys) == 3 and "o5" in keys and "etc_passwd" in keys and not {"o1", "o2"} & keys
+    assert len([k for k in keys if re.fullmatch(r"[0-9a-f]{32}", k)]) == 1  # no order id: a uuid
+
+
+def test_email_without_spool_dir_writes_nothing(apps: list[App], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = build(apps, "email")
+    status, body = send_order(app, "o1")
+    assert status == 200 and set(body) == {"status", "bytes"}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_email_spool_failure_answers_500_with_the_os_error(apps: list[App], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    spool = tmp_path / "spool"
+    app = build(apps, "email", EMAIL_SPOOL_DIR=str(spool))
+    assert send_order(app, "o1")[0] == 200
+    real_write = os.write
+
+    def full_disk(fd: int, data: bytes) -> int:  # ENOSPC for files in the spool only
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(spool)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_disk)
+    status, body = send_order(app, "o2")
+    assert (status, body["error"]) == (500, "cannot spool confirmation: [Errno 28] No space left on device")
+    assert [p.name.split("-")[0] for p in spool.iterdir()] == ["o1"]  # the temporary file was removed
+    errors = [json.loads(line) for line in app.log.stream.getvalue().splitlines()  # type: ignore[attr-defined]
+              if json.loads(line)["severityText"] == "ERROR"]
+    assert len(errors) == 1 and "No space left on device" in errors[0]["body"]
+    assert call(app, "GET", "/healthz")[0] == 200  # a full disk is not a liveness failure
+    monkeypatch.setattr(os, "write", real_write)
+    assert send_order(app, "o3")[0] == 200 and len(list(spool.iterdir())) == 2  # recovers by itself
+
+    (tmp_path / "not-a-dir").write_text("")
+    blocked = build(apps, "email", EMAIL_SPOOL_DIR=str(tmp_path / "not-a-dir"))
+    status, body = send_order(blocked, "o4")
+    assert status == 500 and body["error"].startswith("cannot spool confirmation: [Errno 17] File exists")
+
+
 def test_ads_failure_flag_rates(apps: list[App], flag_file: FlagFile) -> None:
     app = build(apps, "ads", flag_file)
     status, body = call(app, "GET", "/ads?context=books")
@@ -170,6 +239,20 @@ def test_ads_high_cpu_burns_cpu_per_request(apps: list[App], flag_file: FlagFile
         assert call(app, "GET", "/ads")[0] == 200
     wall, used = time.perf_counter() - start, time.process_time() - cpu
     assert 0.3 <= wall < 3.0 and used >= 0.3  # 100-200 ms of CPU per request: busy, not sleeping
+
+
+def test_ads_high_cpu_number_is_ms_of_cpu_per_request(apps: list[App], flag_file: FlagFile) -> None:
+    app = build(apps, "ads", flag_file)
+    for value, ms in ((400, 400), ("250", 250)):  # more than the 200 ms maximum of `true`
+        flag_file.set(adServiceHighCpu=value)
+        start, cpu = time.perf_counter(), time.process_time()
+        assert call(app, "GET", "/ads")[0] == 200
+        wall, used = time.perf_counter() - start, time.process_time() - cpu
+        assert used >= ms / 1000 and wall < 3.0, (value, wall, used)  # CPU time, not wall time
+    flag_file.set(adServiceHighCpu=0)  # a zero is off
+    start = time.perf_counter()
+    call(app, "GET", "/ads")
+    assert time.perf_counter() - start < 0.05
 
 
 def test_ads_manual_gc_stops_the_world(apps: list[App], flag_file: FlagFile) -> None:
@@ -217,6 +300,127 @@ def test_catalog_flags_and_unready_database(apps: list[App], flag_file: FlagFile
     start = time.perf_counter()
     call(app, "GET", "/products")
     assert 0.2 <= time.perf_counter() - start < 0.3  # the larger of the two
+
+
+class FakeCursor:
+    def __init__(self, conn: FakeConn) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> FakeCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def execute(self, sql: str, args: object = ()) -> None:
+        if self.conn.closed:
+            raise psycopg2.InterfaceError("connection already closed")
+        self.conn.queries += 1
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return [(1,)]
+
+
+class FakeConn:
+    """Just enough of a psycopg2 connection for psycopg2.pool and CatalogStore.query."""
+
+    def __init__(self, opened_at: float) -> None:
+        self.opened_at = opened_at
+        self.closed = 0
+        self.autocommit = False
+        self.queries = 0
+        self.info = type("Info", (), {"transaction_status": psycopg2.extensions.TRANSACTION_STATUS_IDLE})()
+
+    def cursor(self) -> FakeCursor:
+        return FakeCursor(self)
+
+    def close(self) -> None:
+        self.closed = 1
+
+
+class FakeServer:
+    """Stands in for psycopg2.connect: counts connections, or refuses them like a full PostgreSQL."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.refuse: str | None = None
+        self.opened: list[FakeConn] = []
+
+    def connect(self, *args: object, **kwargs: object) -> FakeConn:
+        if self.refuse:
+            raise psycopg2.OperationalError(f'connection to server at "db", port 5432 failed: {self.refuse}\n')
+        self.opened.append(FakeConn(self.now))
+        return self.opened[-1]
+
+
+@pytest.fixture
+def fake_pg(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
+    server = FakeServer()
+    monkeypatch.setattr(psycopg2, "connect", server.connect)
+    return server
+
+
+def fake_store(server: FakeServer, max_age: float, minconn: int = 2) -> CatalogStore:
+    store = CatalogStore("dbname=shop", Telemetry("catalog", "catalog-t", None, stream=io.StringIO()).logger,
+                         minconn=minconn, maxconn=4, max_age=max_age, clock=lambda: server.now)
+    store.pool = ThreadedConnectionPool(store.minconn, store.maxconn, store.dsn,
+                                        connection_factory=TimedConnection, **store.connect_kwargs())
+    store.ready.set()
+    return store
+
+
+def test_catalog_recycles_pooled_connections_older_than_max_age(fake_pg: FakeServer) -> None:
+    store = fake_store(fake_pg, max_age=20)
+    assert len(fake_pg.opened) == 2  # minconn opened up front
+    for _ in range(5):
+        assert store.query("SELECT 1") == [(1,)]
+    assert len(fake_pg.opened) == 2 and not any(c.closed for c in fake_pg.opened)
+    fake_pg.now += 19.9
+    assert store.query("SELECT 1") == [(1,)] and len(fake_pg.opened) == 2
+    fake_pg.now += 0.1  # 20 s: idle connections are replaced before use, used ones closed on return
+    for _ in range(3):
+        assert store.query("SELECT 1") == [(1,)]
+    assert all(c.closed for c in fake_pg.opened[:2]) and len(fake_pg.opened) == 3
+    assert fake_pg.opened[2].queries == 3 and not fake_pg.opened[2].closed
+    assert not store.expired(fake_pg.opened[2])  # type: ignore[arg-type]
+    fake_pg.now += 20
+    assert store.expired(fake_pg.opened[2])  # type: ignore[arg-type]
+
+
+def test_catalog_conn_max_age_zero_never_recycles(fake_pg: FakeServer) -> None:
+    store = fake_store(fake_pg, max_age=0)
+    fake_pg.now += 1e6
+    for _ in range(3):
+        assert store.query("SELECT 1") == [(1,)]
+    assert len(fake_pg.opened) == 2 and not any(c.closed for c in fake_pg.opened)
+
+
+def test_catalog_failing_reconnect_is_503_and_recovers(fake_pg: FakeServer) -> None:
+    store = fake_store(fake_pg, max_age=20)
+    assert store.health() == (True, "database ok")
+    fake_pg.refuse = "FATAL:  sorry, too many clients already"
+    assert store.query("SELECT 1") == [(1,)]  # pooled connections still work until they age out
+    fake_pg.now += 20
+    for _ in range(3):
+        with pytest.raises(HTTPError) as err:
+            store.query("SELECT 1")
+        assert err.value.status == 503
+        assert err.value.message.startswith("database unavailable: connection to server at")
+        assert err.value.message.endswith("FATAL:  sorry, too many clients already")
+    ok, detail = store.health()
+    assert not ok and "too many clients" in detail
+    fake_pg.refuse = 'FATAL:  password authentication failed for user "shop"'
+    with pytest.raises(HTTPError, match=r"database unavailable: .*password authentication failed"):
+        store.query("SELECT 1")
+    fake_pg.refuse = None
+    assert store.query("SELECT 1") == [(1,)] and store.health() == (True, "database ok")
+
+
+def test_catalog_pg_conn_max_age_from_env(apps: list[App]) -> None:
+    for env, expected in (({}, 20.0), ({"PG_CONN_MAX_AGE": "5"}, 5.0), ({"PG_CONN_MAX_AGE": "0"}, 0.0)):
+        app = build(apps, "catalog", PG_DSN=f"host=127.0.0.1 port={dead_port()} connect_timeout=1", **env)
+        store = app.readiness.__self__  # type: ignore[attr-defined]
+        assert isinstance(store, CatalogStore) and store.max_age == expected
 
 
 def test_cart_failure_flag_and_unreachable_redis(apps: list[App], flag_file: FlagFile) -> None:

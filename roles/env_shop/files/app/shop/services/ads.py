@@ -1,8 +1,8 @@
 """ads: ``/ads?context=cat1,cat2`` returns text ads for the categories (random ones without context).
 
-Flags: adServiceHighCpu (100-200 ms busy loop per request), adServiceManualGc (a process-wide lock
-held ~1 s every 5th request, at most once per 2 s, like a stop-the-world GC: every request stalls
-behind it), adServiceFailure (500 for 10% of requests, or the variant's number as the rate).
+Flags: adServiceHighCpu (100-200 ms busy loop per request, or the variant's number in ms), adServiceManualGc
+(a process-wide lock held ~1 s every 5th request, at most once per 2 s, like a stop-the-world GC: every
+request stalls behind it), adServiceFailure (500 for 10% of requests, or the variant's number as the rate).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ GC_EVERY = 5
 GC_PAUSE_SECONDS = 1.0
 GC_MIN_INTERVAL = 2.0  # keeps the service pausing rather than permanently stalled under load
 FAILURE_RATE_DEFAULT = 0.1
+HIGH_CPU_MAX_MS = 60000.0
 
 
 def burn_cpu(seconds: float) -> int:
@@ -96,8 +97,9 @@ def build(app: App, env: Mapping[str, str]) -> None:
         else:
             with world_lock:
                 pass
-        if flags.enabled("adServiceHighCpu"):
-            burn_cpu(rng.uniform(0.1, 0.2))
+        cpu_ms = flags.number("adServiceHighCpu", 0.0)  # 0.0: true or a word, not a positive number
+        if cpu_ms is not None:
+            burn_cpu(min(cpu_ms, HIGH_CPU_MAX_MS) / 1000.0 if cpu_ms > 0 else rng.uniform(0.1, 0.2))
         rate = flags.fraction("adServiceFailure", FAILURE_RATE_DEFAULT)
         if rate > 0 and rng.random() < rate:
             raise HTTPError(500, "failed to retrieve ads: ad index unavailable")

@@ -1,5 +1,8 @@
 """catalog: products in PostgreSQL (PG_DSN, PG_PASSWORD optional); creates and seeds its table on start when empty.
 
+Pooled connections are recycled after PG_CONN_MAX_AGE seconds (default 20, 0 = never), so a database that
+stops accepting connections (slots exhausted, credential revoked) shows up as 503s within about that time.
+
 Flags: productCatalogFailure (500 for one product id: the variant string, else OLJCESPC7Z),
 catalogSlowResponse / imageSlowLoad (added latency: the variant in ms, default 1500).
 """
@@ -8,11 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 import psycopg2
+from psycopg2.extensions import connection as Connection
 from psycopg2.extras import execute_values
 from psycopg2.pool import PoolError, ThreadedConnectionPool
 
@@ -23,6 +27,7 @@ from ..web import App, HTTPError, Request
 FAILING_PRODUCT_DEFAULT = "OLJCESPC7Z"
 SLOW_DEFAULT_MS = 1500.0
 SEED_LOCK_ID = 7243001
+CONN_MAX_AGE_DEFAULT = 20.0
 COLUMNS = "id, name, description, picture, price_usd, categories"
 
 SCHEMA = """
@@ -37,6 +42,14 @@ CREATE TABLE IF NOT EXISTS products (
 """
 
 
+class TimedConnection(Connection):
+    """A psycopg2 connection that remembers when it was opened (``opened_at``, time.monotonic)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # psycopg2 passes (dsn, async) positionally
+        super().__init__(*args, **kwargs)
+        self.opened_at = time.monotonic()
+
+
 def row_to_product(row: Sequence[Any]) -> dict[str, Any]:
     pid, name, description, picture, price, categories = row
     return {"id": pid, "name": name, "description": description, "picture": picture,
@@ -45,12 +58,15 @@ def row_to_product(row: Sequence[Any]) -> dict[str, Any]:
 
 class CatalogStore:
     def __init__(self, dsn: str, log: JsonLogger, password: str | None = None, minconn: int = 4,
-                 maxconn: int = 10) -> None:
+                 maxconn: int = 10, max_age: float = CONN_MAX_AGE_DEFAULT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.dsn = dsn
         self.password = password
         self.log = log
         self.minconn = minconn  # psycopg2's pool keeps at most minconn idle connections, closes the rest
         self.maxconn = maxconn
+        self.max_age = max_age  # seconds; 0 = connections are never recycled
+        self.clock = clock
         self.pool: ThreadedConnectionPool | None = None
         self.ready = threading.Event()
         self.last_error = "not initialised yet"
@@ -87,7 +103,8 @@ class CatalogStore:
         while not stopping.is_set():
             try:
                 inserted = self.seed()
-                self.pool = ThreadedConnectionPool(self.minconn, self.maxconn, self.dsn, **self.connect_kwargs())
+                self.pool = ThreadedConnectionPool(self.minconn, self.maxconn, self.dsn,
+                                                   connection_factory=TimedConnection, **self.connect_kwargs())
             except psycopg2.Error as exc:
                 self.last_error = f"database unavailable: {str(exc).strip()}"
                 self.log.warn(f"catalog cannot initialise the database, retrying in {delay:g}s: {self.last_error}")
@@ -98,11 +115,17 @@ class CatalogStore:
             self.ready.set()
             return
 
+    def expired(self, conn: Connection) -> bool:
+        """True when ``conn`` is older than ``max_age`` (never for max_age 0 or an untimed connection)."""
+        opened_at: float | None = getattr(conn, "opened_at", None)
+        return self.max_age > 0 and opened_at is not None and self.clock() - opened_at >= self.max_age
+
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if not self.ready.is_set() or self.pool is None:
             raise HTTPError(503, f"catalog database not ready: {self.last_error}")
-        # Pooled connections the server dropped (a restart, pg_terminate_backend) are discarded one by one;
-        # a failing fresh connection ends the loop in getconn.
+        # Pooled connections the server dropped (a restart, pg_terminate_backend) and idle ones past max_age
+        # are discarded one by one; a failing fresh connection ends the loop in getconn (503, and the next
+        # request tries again). A connection past max_age is also closed when it is returned.
         for _ in range(self.maxconn + 1):
             try:
                 conn = self.pool.getconn()
@@ -110,6 +133,9 @@ class CatalogStore:
                 raise HTTPError(503, f"database connection pool exhausted: {exc}") from None
             except psycopg2.Error as exc:
                 raise HTTPError(503, f"database unavailable: {str(exc).strip()}") from None
+            if self.expired(conn):
+                self.pool.putconn(conn, close=True)
+                continue
             broken = False
             try:
                 conn.autocommit = True
@@ -124,7 +150,7 @@ class CatalogStore:
             except psycopg2.Error as exc:
                 raise HTTPError(500, f"database error: {str(exc).strip()}") from None
             finally:
-                self.pool.putconn(conn, close=broken)
+                self.pool.putconn(conn, close=broken or self.expired(conn))
         raise HTTPError(503, "database unavailable: every pooled connection was dropped")
 
     def health(self) -> tuple[bool, str]:
@@ -142,7 +168,8 @@ class CatalogStore:
 
 
 def build(app: App, env: Mapping[str, str]) -> None:
-    store = CatalogStore(env.get("PG_DSN") or "dbname=shop", app.log, password=env.get("PG_PASSWORD") or None)
+    store = CatalogStore(env.get("PG_DSN") or "dbname=shop", app.log, password=env.get("PG_PASSWORD") or None,
+                         max_age=max(0.0, float(env.get("PG_CONN_MAX_AGE") or CONN_MAX_AGE_DEFAULT)))
     threading.Thread(target=store.init_loop, args=(app.stopping,), name="catalog-init", daemon=True).start()
     app.readiness = store.health
     app.shutdown_hooks.append(store.close)

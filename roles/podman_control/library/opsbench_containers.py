@@ -16,7 +16,8 @@ description:
 options:
   containers:
     description: Containers; each has id, image, and optional command, aliases, env, secrets
-      (env name -> podman secret name), publish, volumes, stop_signal, service.
+      (env name -> podman secret name), publish, volumes, mounts, memory, cpus, restart,
+      stop_signal, service, labels.
     type: list
     elements: dict
     required: true
@@ -52,31 +53,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def run_args(c, p):
-    args = ["podman", "run", "-d", "--name", f"{p['prefix']}-{c['id']}", "--hostname", c["id"],
-            "--init", "--stop-timeout", "3", "--memory", p["memory"]]
-    net = p["network"]
-    if c.get("aliases"):
-        net += ":" + ",".join(f"alias={a}" for a in c["aliases"])
-    args += ["--network", net]
-    for key, value in sorted(p["labels"].items()):
-        args += ["--label", f"{key}={value}"]
-    args += ["--label", f"opsbench.entity={c['id']}", "--label", f"opsbench.service={c.get('service', c['id'])}"]
-    for key, value in sorted((c.get("env") or {}).items()):
-        args += ["--env", f"{key}={value}"]
-    for env_name, secret in sorted((c.get("secrets") or {}).items()):
-        args += ["--secret", f"{p['prefix']}-{secret},type=env,target={env_name}"]
-    for vol in p["volumes"] + list(c.get("volumes") or []):
-        args += ["--volume", vol]
-    for pub in c.get("publish") or []:
-        args += ["--publish", pub]
-    if c.get("stop_signal"):
-        args += ["--stop-signal", str(c["stop_signal"])]
-    args.append(c["image"])
-    args += [str(a) for a in c.get("command") or []]
-    return args
+from ansible.module_utils.opsbench_podman import run_args
 
 
 def state_of(name):
