@@ -12,7 +12,7 @@ description:
     recorded in a label, so recreating with the same overrides again changes nothing. A container
     that cannot start (e.g. its image does not exist) is reported in C(start_error), not failed,
     since that is what such a fault intends.
-  - C(restored) returns the container to exactly its deployed spec, running and unpaused:
+  - C(restored) returns the container to exactly its deployed spec, running and unpaused;
     a container carrying overrides or missing is recreated, a stopped one started, a paused one
     unpaused; a container already as deployed is left alone.
   - C(stopped), C(started), C(paused), C(unpaused) change only the run state. C(query) changes

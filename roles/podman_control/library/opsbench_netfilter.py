@@ -29,7 +29,7 @@ options:
     required: true
   rules:
     description: Rules as lists of iptables arguments after the chain, each with C(table) and C(chain).
-      E.g. {table: filter, chain: INPUT, args: [-s, 10.89.0.5, -j, DROP]}.
+      For example C(table=filter), C(chain=INPUT), C(args=[-s, 10.89.0.5, -j, DROP]).
     type: list
     elements: dict
     default: []
