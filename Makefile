@@ -12,13 +12,14 @@ NAME ?=
 AGENT ?=
 PYTEST_ARGS ?=
 
-.PHONY: bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
 	@echo "make test                    run the whole test suite (unit + end to end)"
 	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...']"
 	@echo "make list                    list scenarios"
+	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make validate | docs | bench | cleanup | clean"
 
@@ -57,6 +58,12 @@ scenario:
 
 list:
 	@$(BIN)/opsbench list
+
+# Prove every SRE scenario manifests and recovers (3 repeats, no agent); IDS='a b' for some.
+IDS ?=
+REPEATS ?= 3
+verify-scenarios:
+	$(BIN)/opsbench verify-scenarios --repeats $(REPEATS) $(IDS)
 
 validate:
 	@$(BIN)/opsbench validate

@@ -104,6 +104,56 @@ def run(scenario: str, agent: str | None, keep: bool, as_json: bool, quiet: bool
     sys.exit(code)
 
 
+@main.command("verify-scenarios")
+@click.argument("scenarios", nargs=-1)
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Trials per scenario; all must pass.")
+@click.option("--domain", default="SRE", show_default=True, help="With no SCENARIOS: every scenario of this domain.")
+@click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="Environments at once (each deployed separately; scenarios are split among them).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, parallel: int, as_json: bool,
+                     quiet: bool) -> None:
+    """Prove scenarios manifest and recover: inject -> manifest -> remove -> recover, no agent.
+
+    Scenarios on the same environment share one deployment. Prints per scenario: pass/fail over
+    the repeats, time to alert and to recover (median and range, seconds) and leftovers."""
+    from orchestrator.lifecycle import Progress
+    from orchestrator.progress import TerminalProgress
+    from orchestrator.spec import find_scenario, load_scenario, spec_files
+    from orchestrator.verify import render_table, summarize, verify
+
+    if scenarios:
+        chosen = [find_scenario(s) for s in scenarios]
+    else:
+        chosen = [find_scenario(str(f)) for f in spec_files()
+                  if load_scenario(f).data.get("metadata", {}).get("domain") == domain]
+    if not chosen:
+        raise OpsBenchError(f"no scenarios to verify (domain {domain}); see `opsbench list`")
+    if not quiet:
+        click.echo(f"verifying {len(chosen)} scenario(s) x {repeats} repeat(s), {parallel} environment(s) at once",
+                   err=True)
+    progress = Progress() if quiet else TerminalProgress().as_progress()
+
+    def on_trial(t: Any) -> None:
+        if not quiet:
+            click.echo(f"  {t.scenario} #{t.repeat}: {t.outcome}"
+                       + (f" alert {t.time_to_alert}s" if t.time_to_alert is not None else "")
+                       + (f" recover {t.time_to_recover}s" if t.time_to_recover is not None else "")
+                       + (f" ({t.reason})" if t.reason else ""), err=True)
+
+    trials = verify(chosen, repeats, progress, on_trial, parallel)
+    rows = summarize(trials, [s.id for s in chosen], repeats)
+    ok = all(r["passed"] for r in rows)
+    if as_json:
+        _emit_json({"ok": ok, "repeats": repeats, "scenarios": rows})
+    else:
+        click.echo(render_table(rows))
+        click.echo(f"{sum(r['passed'] for r in rows)}/{len(rows)} scenario(s) passed {repeats} repeat(s)")
+    sys.exit(0 if ok else 1)
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     click.echo(f"run {s['run_id']}  scenario {s['scenario']}  status {s['status']}")
     if s["reason"]:

@@ -34,8 +34,11 @@ PLAYBOOKS = {
     "deploy": "deploy.yml", "baseline": "check.yml", "inject": "inject.yml",
     "manifestation": "check.yml", "handover": "handover.yml", "collect": "collect.yml",
     "evaluate": "evaluate.yml", "revoke": "revoke.yml", "remove": "remove.yml",
-    "recovery": "check.yml", "teardown": "teardown.yml",
+    "recovery": "check.yml", "teardown": "teardown.yml", "pristine": "pristine.yml",
 }
+# One trial on an environment that stays up (verify-scenarios, campaigns): no agent, no deploy.
+TRIAL_FORWARD = ["baseline", "inject", "manifestation"]
+TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
 # Undo step -> the step whose start makes it necessary.
 UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
 DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
@@ -194,7 +197,7 @@ class Run:
     def extravars(self, step: str) -> dict[str, Any]:
         v = self.state["vars"]
         ev: dict[str, Any] = dict(self.state["common"])
-        if step in ("deploy", "teardown"):
+        if step in ("deploy", "teardown", "pristine"):
             ev["opsbench_environment"] = v["environment"]
         elif step in ("baseline", "manifestation", "recovery"):
             ev["opsbench_checks"] = v["checks"][step]
@@ -322,6 +325,56 @@ class Run:
             self._save()
             self.cleanup(first_index=len(FORWARD) + 1, total=total)
         return self.summary()
+
+    # -- trials on a kept environment ------------------------------------------------------
+    def use_scenario(self, scn: Scenario) -> None:
+        """Point the run's fault and check steps at another scenario of the same environment."""
+        v = self.state["vars"]
+        v["faults"] = [{"name": f["name"], "role": f["role"], "vars": resolve_role_vars(f["role"], "inject", f["args"])}
+                       for f in scn.faults]
+        v["checks"] = {phase: [{"name": c["name"], "role": c["role"], "timeout": c["timeout"],
+                                "vars": resolve_role_vars(c["role"], "main", c["args"])}
+                               for c in scn.checks(phase)]
+                       for phase in ("baseline", "manifestation", "recovery")}
+        v["ground_truth"] = str(scn.ground_truth_path.resolve())
+        self.state["scenario_id"] = scn.id
+        trial_steps = set(TRIAL_FORWARD + TRIAL_CLEANUP)
+        self.state["started"] = [s for s in self.state["started"] if s not in trial_steps]
+        self.state["done"] = [s for s in self.state["done"] if s not in trial_steps]
+        for step in trial_steps:
+            self.state["results"].pop(step, None)
+        self._save()
+
+    def trial(self, scn: Scenario) -> dict[str, Any]:
+        """baseline -> inject -> manifestation, then always remove -> recovery -> pristine.
+
+        The environment must be deployed (and stays up). Returns each step's result; the
+        run's interrupt flag stops the forward steps, never the clean-up ones."""
+        self.use_scenario(scn)
+        total = len(TRIAL_FORWARD) + len(TRIAL_CLEANUP)
+        outcome, reason = "passed", ""
+        for index, step in enumerate(TRIAL_FORWARD, 1):
+            if self._interrupted():
+                outcome, reason = "interrupted", f"interrupted before {step}"
+                break
+            result = self._step(step, index, total)
+            if result.status != "successful":
+                outcome, reason = _failure_status(step, result)
+                break
+        for index, step in enumerate(TRIAL_CLEANUP, len(TRIAL_FORWARD) + 1):
+            if step == "remove" and "inject" not in self.state["started"]:
+                continue
+            if step == "recovery" and self.state["results"].get("remove", {}).get("status") not in (None, "successful"):
+                continue
+            result = self._step(step, index, total, cleanup=True)
+            if result.status != "successful" and outcome == "passed":
+                outcome, reason = "failed", f"{step} {result.status}: {'; '.join(result.failures)[:500]}"
+        leftovers = self.state["results"].get("pristine", {}).get("stats", {}).get("leftovers", [])
+        if leftovers and outcome == "passed":
+            outcome, reason = "failed", "leftovers: " + "; ".join(leftovers)[:500]
+        return {"outcome": outcome, "reason": reason, "leftovers": leftovers,
+                "results": {k: v for k, v in self.state["results"].items()
+                            if k in TRIAL_FORWARD + TRIAL_CLEANUP}}
 
     def pending_cleanup(self) -> list[str]:
         started, done = set(self.state["started"]), set(self.state["done"])

@@ -159,6 +159,18 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
                                               f"'{scn.environment_role}' (known: {', '.join(sorted(known))})"))
     if gt.get("incident", True) and not any(e.get("rootCause") for e in gt["entities"]):
         problems.append(Problem(g, "$.entities", "an incident needs at least one entity with rootCause: true"))
+    # The manifestation gate waits for alerts; each must be one the ground truth expects, so the
+    # evaluator and the gate never disagree about what the incident looks like.
+    expected = {a["name"] for a in gt.get("alerts", [])}
+    for i, check in enumerate(scn.checks("manifestation")):
+        if check["role"] != "check_alerts":
+            continue
+        for j, labels in enumerate(check["args"].get("firing", [])):
+            name = labels.get("alertname") if isinstance(labels, dict) else None
+            if name not in expected:
+                problems.append(Problem(str(scn.path), f"$.checks.manifestation[{i}].args.firing[{j}]",
+                                        f"alert '{name}' is not among the ground truth's alerts "
+                                        f"({', '.join(sorted(expected)) or 'none'}) in {gt_path.name}"))
     return problems
 
 

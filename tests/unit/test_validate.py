@@ -352,3 +352,18 @@ def test_cli_json_output(spec_copy):
     assert report["specs"] == 1
     assert [(p["file"], p["path"]) for p in report["problems"]] == [
         (str(spec_copy.spec), "$.metadata.domain")]
+
+
+# --- manifestation gate against the ground truth's alerts --------------------------------
+
+def test_gate_alert_missing_from_ground_truth(tmp_path):
+    from tests.unit.conftest import copy_scenario
+
+    shop = copy_scenario(tmp_path / "specs", name="shop-cart-down")
+    shop.edit(lambda d: d["checks"]["manifestation"][0]["args"]["firing"].append(
+        {"alertname": "RedisDown", "service": "redis"}))
+    p = only(validate_scenario_file(shop.spec))
+    assert (p.file, p.path) == (str(shop.spec), "$.checks.manifestation[0].args.firing[2]")
+    assert p.message.startswith("alert 'RedisDown' is not among the ground truth's alerts (")
+    assert "ServiceDown" in p.message and p.message.endswith("in ground_truth.yaml")
+

@@ -48,7 +48,7 @@ async def handle(reader, writer, upstream, args, rng):
     try:
         try:
             request = await asyncio.wait_for(read_request(reader), 30)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             return
         if args.mode == "abort" and rng.random() < args.probability:
             body = b'{"error":"upstream connect error or disconnect/reset before headers"}\n'
@@ -62,7 +62,7 @@ async def handle(reader, writer, upstream, args, rng):
         host, port = upstream
         try:
             up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             return  # the caller sees the connection close, as it would without the proxy
         try:
             up_writer.write(request)
@@ -74,7 +74,7 @@ async def handle(reader, writer, upstream, args, rng):
             response = tamper(response, rng)
         writer.write(response)
         await writer.drain()
-    except (ConnectionError, asyncio.TimeoutError):
+    except (TimeoutError, ConnectionError):
         pass
     finally:
         writer.close()

@@ -14,7 +14,7 @@ def opsbench_drop_rule(source_ip, probability=1.0):
     args = ["-s", source_ip]
     if float(probability) < 1.0:
         args += ["-m", "statistic", "--mode", "random", "--probability", f"{float(probability):.4f}"]
-    return {"table": "filter", "chain": "INPUT", "args": args + ["-j", "DROP"]}
+    return {"table": "filter", "chain": "INPUT", "args": [*args, "-j", "DROP"]}
 
 
 class FilterModule:

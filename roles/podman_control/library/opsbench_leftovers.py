@@ -1,0 +1,110 @@
+#!/usr/bin/python
+"""Ansible module: what a run's container environment still carries from faults (changes nothing)."""
+
+DOCUMENTATION = r"""
+module: opsbench_leftovers
+short_description: List what differs from the deployed state of a run's containers
+description:
+  - Compares the live containers of the run in C(run_dir) with the specs its deploy recorded
+    (run_dir/env/containers.json) and reports, as C(leftovers), every difference a fault could
+    leave behind. An empty list means the environment is back at its deployed state.
+  - Checked are containers missing, not running, paused, or carrying a fault's overrides; helper
+    containers of faults (label opsbench.fault); iptables rules tagged by a fault in any
+    container's network namespace; CPU quotas set on containers deployed without one; fault state
+    still saved under run_dir/state/faults; a flags file that differs from the deployed one
+    (run_dir/env/flags.deployed.json, when the environment keeps one).
+options:
+  run_dir:
+    description: The run's directory (opsbench_run_dir).
+    type: path
+    required: true
+  flags_file:
+    description: The live feature-flags file, compared with run_dir/env/flags.deployed.json.
+    type: path
+"""
+
+import json
+import os
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.opsbench_podman import OVERRIDES_LABEL, inspect, load_spec, podman
+
+FAULT_TAG = "opsbench-fault:"
+
+
+def cpu_quota(pid):
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "cpu" in controllers.split(","):
+                    with open(f"/sys/fs/cgroup/cpu{path}/cpu.cfs_quota_us") as q:
+                        return int(q.read().strip())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def fault_rules(pid):
+    found = []
+    for table in ("filter", "nat"):
+        proc = subprocess.run(["nsenter", "--target", str(pid), "--net", "iptables", "-w", "5", "-t", table, "-S"],
+                              capture_output=True, text=True, timeout=30)
+        found += [f"{table}: {line}" for line in proc.stdout.splitlines() if FAULT_TAG in line]
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"run_dir": {"type": "path", "required": True}, "flags_file": {"type": "path"}},
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        spec = load_spec(p["run_dir"])
+    except (OSError, ValueError, KeyError) as exc:
+        module.fail_json(msg=f"cannot read the run's container specs under {p['run_dir']}: {exc}")
+    prefix, run_label = spec["common"]["prefix"], spec["common"]["labels"].get("opsbench.run")
+    out = []
+    for cid, c in sorted(spec["containers"].items()):
+        cur = inspect(f"{prefix}-{cid}")
+        if cur is None:
+            out.append(f"container {cid} is missing")
+            continue
+        if cur["overrides"]:
+            out.append(f"container {cid} still runs with a fault's changes {json.dumps(cur['overrides'])}")
+        if cur["paused"]:
+            out.append(f"container {cid} is paused")
+        elif not cur["running"]:
+            out.append(f"container {cid} is not running ({cur['status']})")
+            continue
+        if not c.get("cpus") and cur["pid"] and cpu_quota(cur["pid"]) not in (-1, None):
+            out.append(f"container {cid} has a CPU quota ({cpu_quota(cur['pid'])} us per period)")
+        if cur["pid"]:
+            out += [f"container {cid} has a fault's iptables rule: {r}" for r in fault_rules(cur["pid"])]
+    if run_label:
+        proc = podman("ps", "-a", "--filter", f"label=opsbench.run={run_label}", "--format", "json")
+        for c in json.loads(proc.stdout or "[]"):
+            labels = c.get("Labels") or {}
+            if "opsbench.fault" in labels:
+                out.append(f"helper container {c['Names'][0]} of fault {labels['opsbench.fault']} still exists")
+            elif OVERRIDES_LABEL in labels and labels.get("opsbench.entity") not in spec["containers"]:
+                out.append(f"unexpected container {c['Names'][0]}")
+    state_dir = os.path.join(p["run_dir"], "state", "faults")
+    if os.path.isdir(state_dir):
+        out += [f"saved state of fault {name[:-5]} was never removed" for name in sorted(os.listdir(state_dir))
+                if name.endswith(".json")]
+    deployed = os.path.join(p["run_dir"], "env", "flags.deployed.json")
+    if p["flags_file"] and os.path.isfile(deployed):
+        with open(deployed) as fh:
+            want = json.load(fh).get("flags", {})
+        with open(p["flags_file"]) as fh:
+            have = json.load(fh).get("flags", {})
+        out += [f"feature flag {k} differs from its deployed value" for k in sorted(set(want) | set(have))
+                if want.get(k) != have.get(k)]
+    module.exit_json(changed=False, leftovers=out)
+
+
+if __name__ == "__main__":
+    main()
