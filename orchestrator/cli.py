@@ -111,10 +111,12 @@ def run(scenario: str, agent: str | None, keep: bool, as_json: bool, quiet: bool
 @click.option("--domain", default="SRE", show_default=True, help="With no SCENARIOS: every scenario of this domain.")
 @click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 8),
               help="Environments at once (each deployed separately; scenarios are split among them).")
+@click.option("--idempotency", is_flag=True,
+              help="Also remove before injecting (must be a no-op) and inject twice (must equal once).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, parallel: int, as_json: bool,
-                     quiet: bool) -> None:
+def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, parallel: int, idempotency: bool,
+                     as_json: bool, quiet: bool) -> None:
     """Prove scenarios manifest and recover: inject -> manifest -> remove -> recover, no agent.
 
     Scenarios on the same environment share one deployment. Prints per scenario: pass/fail over
@@ -143,7 +145,7 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
                        + (f" recover {t.time_to_recover}s" if t.time_to_recover is not None else "")
                        + (f" ({t.reason})" if t.reason else ""), err=True)
 
-    trials = verify(chosen, repeats, progress, on_trial, parallel)
+    trials = verify(chosen, repeats, progress, on_trial, parallel, idempotency)
     rows = summarize(trials, [s.id for s in chosen], repeats)
     ok = all(r["passed"] for r in rows)
     if as_json:

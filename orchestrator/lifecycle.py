@@ -345,15 +345,20 @@ class Run:
             self.state["results"].pop(step, None)
         self._save()
 
-    def trial(self, scn: Scenario) -> dict[str, Any]:
+    def trial(self, scn: Scenario, idempotency: bool = False) -> dict[str, Any]:
         """baseline -> inject -> manifestation, then always remove -> recovery -> pristine.
 
         The environment must be deployed (and stays up). Returns each step's result; the
-        run's interrupt flag stops the forward steps, never the clean-up ones."""
+        run's interrupt flag stops the forward steps, never the clean-up ones. With
+        ``idempotency`` the faults are first removed without having been injected (must be a
+        no-op) and then injected twice (must equal once); recovery and the leftover check
+        after the single removal prove both."""
         self.use_scenario(scn)
-        total = len(TRIAL_FORWARD) + len(TRIAL_CLEANUP)
+        forward = (["remove", "baseline", "inject", "inject", "manifestation"] if idempotency
+                   else list(TRIAL_FORWARD))
+        total = len(forward) + len(TRIAL_CLEANUP)
         outcome, reason = "passed", ""
-        for index, step in enumerate(TRIAL_FORWARD, 1):
+        for index, step in enumerate(forward, 1):
             if self._interrupted():
                 outcome, reason = "interrupted", f"interrupted before {step}"
                 break
@@ -361,7 +366,10 @@ class Run:
             if result.status != "successful":
                 outcome, reason = _failure_status(step, result)
                 break
-        for index, step in enumerate(TRIAL_CLEANUP, len(TRIAL_FORWARD) + 1):
+            if step == "remove":  # the no-op removal must not count as the trial's removal
+                self.state["done"] = [s for s in self.state["done"] if s != "remove"]
+                self.state["started"] = [s for s in self.state["started"] if s != "remove"]
+        for index, step in enumerate(TRIAL_CLEANUP, len(forward) + 1):
             if step == "remove" and "inject" not in self.state["started"]:
                 continue
             if step == "recovery" and self.state["results"].get("remove", {}).get("status") not in (None, "successful"):

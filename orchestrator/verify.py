@@ -60,7 +60,7 @@ def group_by_environment(scenarios: list[Scenario]) -> list[list[Scenario]]:
 
 
 def _verify_chunk(chunk: list[Scenario], repeats: int, progress: Progress, interrupts: Interrupts,
-                  record: Callable[[Trial], None]) -> None:
+                  record: Callable[[Trial], None], idempotency: bool) -> None:
     """Deploy one environment, run every trial of `chunk` on it, tear it down."""
     run = Run.create(chunk[0], agent=None, keep=False, progress=progress)
     run.interrupts = interrupts
@@ -78,7 +78,7 @@ def _verify_chunk(chunk: list[Scenario], repeats: int, progress: Progress, inter
                     trial = Trial(scn.id, repeat, "interrupted", "interrupted", run_id=run.id)
                 else:
                     progress.message(f"{scn.id}: repeat {repeat}/{repeats}")
-                    res = run.trial(scn)
+                    res = run.trial(scn, idempotency)
                     steps = res["results"]
                     trial = Trial(
                         scn.id, repeat, res["outcome"], res["reason"],
@@ -109,7 +109,8 @@ def _prefixed(progress: Progress, tag: str) -> Progress:
 
 
 def verify(scenarios: list[Scenario], repeats: int, progress: Progress,
-           on_trial: Callable[[Trial], None] = lambda t: None, parallel: int = 1) -> list[Trial]:
+           on_trial: Callable[[Trial], None] = lambda t: None, parallel: int = 1,
+           idempotency: bool = False) -> list[Trial]:
     """Run every scenario `repeats` times on shared environments (up to `parallel` at once)."""
     chunks: list[list[Scenario]] = []
     for group in group_by_environment(scenarios):
@@ -128,11 +129,11 @@ def verify(scenarios: list[Scenario], repeats: int, progress: Progress,
             for chunk in chunks:
                 if interrupts.set:
                     break
-                _verify_chunk(chunk, repeats, progress, interrupts, record)
+                _verify_chunk(chunk, repeats, progress, interrupts, record, idempotency)
         else:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
                 futures = [pool.submit(_verify_chunk, chunk, repeats, _prefixed(progress, f"env{i + 1}"),
-                                       interrupts, record) for i, chunk in enumerate(chunks)]
+                                       interrupts, record, idempotency) for i, chunk in enumerate(chunks)]
                 # Wait in short slices: signals are handled by the main thread between them.
                 while not all(f.done() for f in futures):
                     wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)

@@ -26,6 +26,7 @@ options:
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.opsbench_podman import OVERRIDES_LABEL, inspect, load_spec, podman
@@ -55,6 +56,25 @@ def fault_rules(pid):
     return found
 
 
+def container_leftovers(prefix, cid, c):
+    cur = inspect(f"{prefix}-{cid}")
+    if cur is None:
+        return [f"container {cid} is missing"]
+    out = []
+    if cur["overrides"]:
+        out.append(f"container {cid} still runs with a fault's changes {json.dumps(cur['overrides'])}")
+    if cur["paused"]:
+        out.append(f"container {cid} is paused")
+    elif not cur["running"]:
+        return [*out, f"container {cid} is not running ({cur['status']})"]
+    quota = cpu_quota(cur["pid"]) if cur["pid"] else None
+    if not c.get("cpus") and quota not in (-1, None):
+        out.append(f"container {cid} has a CPU quota ({quota} us per period)")
+    if cur["pid"]:
+        out += [f"container {cid} has a fault's iptables rule: {r}" for r in fault_rules(cur["pid"])]
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec={"run_dir": {"type": "path", "required": True}, "flags_file": {"type": "path"}},
@@ -67,22 +87,9 @@ def main():
         module.fail_json(msg=f"cannot read the run's container specs under {p['run_dir']}: {exc}")
     prefix, run_label = spec["common"]["prefix"], spec["common"]["labels"].get("opsbench.run")
     out = []
-    for cid, c in sorted(spec["containers"].items()):
-        cur = inspect(f"{prefix}-{cid}")
-        if cur is None:
-            out.append(f"container {cid} is missing")
-            continue
-        if cur["overrides"]:
-            out.append(f"container {cid} still runs with a fault's changes {json.dumps(cur['overrides'])}")
-        if cur["paused"]:
-            out.append(f"container {cid} is paused")
-        elif not cur["running"]:
-            out.append(f"container {cid} is not running ({cur['status']})")
-            continue
-        if not c.get("cpus") and cur["pid"] and cpu_quota(cur["pid"]) not in (-1, None):
-            out.append(f"container {cid} has a CPU quota ({cpu_quota(cur['pid'])} us per period)")
-        if cur["pid"]:
-            out += [f"container {cid} has a fault's iptables rule: {r}" for r in fault_rules(cur["pid"])]
+    with ThreadPoolExecutor(max_workers=8) as pool:  # ~20 containers, a few podman/nsenter calls each
+        for found in pool.map(lambda item: container_leftovers(prefix, *item), sorted(spec["containers"].items())):
+            out += found
     if run_label:
         proc = podman("ps", "-a", "--filter", f"label=opsbench.run={run_label}", "--format", "json")
         for c in json.loads(proc.stdout or "[]"):

@@ -1,0 +1,76 @@
+"""Every shop fault role, proven on the real shop with real telemetry.
+
+For each fault role, the first single-fault scenario that uses it runs through
+`opsbench verify-scenarios --idempotency`: remove before injecting (a no-op), inject twice
+(the same as once), wait for the scenario's alerts in Alertmanager (fired by Prometheus from the
+services' real metrics), remove, wait for every alert to clear and the baseline to hold, and find
+no leftovers (containers, iptables rules, flags, CPU quotas, datastore settings, saved state).
+One `verify-scenarios` process serves every role's test (two environments at once), so the
+suite deploys twice instead of once per role.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import paths
+from orchestrator.validate import load_registry
+from tests.e2e.conftest import OPSBENCH, cli_env
+
+
+def shop_fault_roles() -> list[str]:
+    return sorted(p.name for p in paths.ROLES_DIR.glob("fault_*")
+                  if (p / "meta" / "main.yml").is_file() and "podman_control" in (p / "meta" / "main.yml").read_text())
+
+
+def scenario_for(role: str) -> str | None:
+    """The first registered, existing, single-fault shop scenario using role."""
+    for sid, entry in sorted(load_registry().items()):
+        if (entry.get("application") == "shop" and entry.get("faults") == [role] and not entry.get("retired")
+                and (paths.SPECS_DIR / sid / "scenario.yaml").is_file()):
+            return sid
+    return None
+
+
+@cache
+def verification(home: str) -> dict[str, Any]:
+    ids = sorted({sid for r in shop_fault_roles() if (sid := scenario_for(r))})
+    proc = subprocess.run([*OPSBENCH, "verify-scenarios", *ids, "--repeats", "1", "--parallel", "2",
+                           "--idempotency", "--json"], env=cli_env(Path(home)), capture_output=True, text=True,
+                          timeout=3600, cwd=paths.PROJECT_ROOT, check=False)
+    sys.stderr.write(proc.stderr[-20000:])
+    try:
+        data: dict[str, Any] = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"verify-scenarios printed no JSON (rc {proc.returncode}):\n"
+                             f"{proc.stderr[-3000:]}") from None
+    return data
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    data = verification(str(tmp_path_factory.mktemp("faults-home")))
+    return {row["scenario"]: row for row in data["scenarios"]}
+
+
+def test_there_are_at_least_twenty_shop_fault_mechanisms() -> None:
+    assert len(shop_fault_roles()) >= 20, shop_fault_roles()
+
+
+@pytest.mark.parametrize("role", shop_fault_roles())
+def test_fault_manifests_recovers_and_leaves_nothing(role: str, results: dict[str, dict[str, Any]]) -> None:
+    sid = scenario_for(role)
+    assert sid is not None, f"no single-fault shop scenario uses {role}: write one (opsbench new scenario)"
+    row = results[sid]
+    trial = row["trials"][0]
+    assert row["passed"], f"{sid} ({role}): {row['failure']}"
+    assert trial["time_to_alert"] is not None and trial["time_to_alert"] > 0, trial
+    assert trial["time_to_recover"] is not None, trial
+    assert row["leftovers"] == [], row["leftovers"]
