@@ -1,0 +1,127 @@
+"""podman_control's pure parts: container specs with overrides, rule filters, the fault proxy."""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from orchestrator import paths
+
+ROLE = paths.ROLES_DIR / "podman_control"
+
+
+def load(name: str, rel: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROLE / rel)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+podman = load("opsbench_podman", "module_utils/opsbench_podman.py")
+rules = load("opsbench_rules", "filter_plugins/opsbench_rules.py")
+
+SPEC = {"id": "cart-1", "service": "cart", "image": "localhost/opsbench-shop:current", "aliases": ["cart"],
+        "env": {"SHOP_SERVICE": "cart", "REDIS_ADDR": "redis:6379"}, "secrets": {"REDIS_PASSWORD": "redis_password"}}
+COMMON = {"prefix": "ob-r1", "network": "ob-r1", "memory": "256m", "labels": {"opsbench.run": "r1"},
+          "volumes": ["/x:/flags:ro"]}
+
+
+def test_overrides_merge_env_and_secrets_and_replace_the_rest() -> None:
+    out = podman.apply_overrides(SPEC, {"env": {"REDIS_ADDR": "redis:6380"}, "memory": "12m",
+                                        "secrets": {"REDIS_PASSWORD": "wrong"}, "image_tag": "v9"})
+    assert out["env"] == {"SHOP_SERVICE": "cart", "REDIS_ADDR": "redis:6380"}
+    assert out["secrets"] == {"REDIS_PASSWORD": "wrong"}
+    assert out["memory"] == "12m" and out["image"] == "localhost/opsbench-shop:v9"
+    assert SPEC["env"]["REDIS_ADDR"] == "redis:6379"  # the deployed spec is never modified
+
+
+def test_run_args_carry_identity_labels_limits_and_overrides() -> None:
+    args = podman.run_args(podman.apply_overrides(SPEC, {"restart": "on-failure:3", "memory": "12m"}), COMMON,
+                           {podman.OVERRIDES_LABEL: '{"memory": "12m"}'})
+    joined = " ".join(args)
+    assert args[:5] == ["podman", "run", "-d", "--name", "ob-r1-cart-1"]
+    assert "--memory 12m" in joined and "--restart on-failure:3" in joined
+    assert "--network ob-r1:alias=cart" in joined
+    assert "--secret ob-r1-redis_password,type=env,target=REDIS_PASSWORD" in joined
+    assert "--label opsbench.run=r1" in joined and "--label opsbench.entity=cart-1" in joined
+    assert f"--label {podman.OVERRIDES_LABEL}=" in joined
+    assert args[-1] == "localhost/opsbench-shop:current"  # no command: the image's own
+
+
+def test_rule_filters() -> None:
+    assert rules.opsbench_drop_rule("10.0.0.5")["args"] == ["-s", "10.0.0.5", "-j", "DROP"]
+    lossy = rules.opsbench_drop_rule("10.0.0.5", 0.3)["args"]
+    assert lossy[lossy.index("--probability") + 1] == "0.3000"
+    dnat = rules.opsbench_dnat_rule(("10.0.0.7", 9001), "10.0.0.9", 8080)
+    assert dnat["table"] == "nat" and dnat["chain"] == "OUTPUT"
+    assert dnat["args"][-2:] == ["--to-destination", "10.0.0.9:9001"] and "10.0.0.7" in dnat["args"]
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[int]:
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"ok": true, "items": [1, 2, 3]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def proxied(upstream: int, *mode: str) -> tuple[int, bytes, float]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ROLE / "files" / "fault_proxy.py"),
+                             f"--map={port}=127.0.0.1:{upstream}", *mode], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and "fault proxy" in proc.stdout.readline()
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/x", timeout=10) as resp:
+                return resp.status, resp.read(), time.monotonic() - start
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read(), time.monotonic() - start
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_proxy_delay_forwards_after_the_delay(upstream: int) -> None:
+    status, body, secs = proxied(upstream, "--mode=delay", "--delay-ms=300")
+    assert status == 200 and body == b'{"ok": true, "items": [1, 2, 3]}' and secs >= 0.3
+
+
+def test_proxy_abort_answers_itself(upstream: int) -> None:
+    status, body, _ = proxied(upstream, "--mode=abort", "--probability=1", "--status=503")
+    assert status == 503 and b"upstream connect error" in body
+
+
+def test_proxy_tamper_keeps_status_and_length_but_breaks_the_body(upstream: int) -> None:
+    status, body, _ = proxied(upstream, "--mode=tamper", "--probability=1")
+    original = b'{"ok": true, "items": [1, 2, 3]}'
+    assert status == 200 and len(body) == len(original) and body != original
+    with pytest.raises(ValueError):
+        json.loads(body)
