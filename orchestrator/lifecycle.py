@@ -345,17 +345,21 @@ class Run:
             self.state["results"].pop(step, None)
         self._save()
 
-    def trial(self, scn: Scenario, idempotency: bool = False) -> dict[str, Any]:
+    def trial(self, scn: Scenario, idempotency: bool = False, healthy: bool = False) -> dict[str, Any]:
         """baseline -> inject -> manifestation, then always remove -> recovery -> pristine.
 
         The environment must be deployed (and stays up). Returns each step's result; the
         run's interrupt flag stops the forward steps, never the clean-up ones. With
         ``idempotency`` the faults are first removed without having been injected (must be a
         no-op) and then injected twice (must equal once); recovery and the leftover check
-        after the single removal prove both."""
+        after the single removal prove both. ``healthy`` says the previous trial on this
+        environment just passed its recovery checks and leftover check, which are the
+        baseline checks: the baseline step is then skipped."""
         self.use_scenario(scn)
         forward = (["remove", "baseline", "inject", "inject", "manifestation"] if idempotency
                    else list(TRIAL_FORWARD))
+        if healthy:
+            forward.remove("baseline")
         total = len(forward) + len(TRIAL_CLEANUP)
         outcome, reason = "passed", ""
         for index, step in enumerate(forward, 1):
