@@ -20,6 +20,9 @@ options:
     description: Where to write the scores as JSON.
     type: path
     required: true
+  environment:
+    description: The run's environment.json; its topology makes NTAM (ntam_fl, ntam_fpc) computable.
+    type: path
 """
 
 import json
@@ -35,6 +38,7 @@ def main():
             "output": {"type": "path", "required": True},
             "ground_truth": {"type": "path", "required": True},
             "result_file": {"type": "path", "required": True},
+            "environment": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -43,7 +47,11 @@ def main():
     except ImportError as exc:
         module.fail_json(msg=f"orchestrator is not importable by {module._name}'s Python: {exc}")
     ground_truth = yaml.safe_load(Path(module.params["ground_truth"]).read_text())
-    scores = score_diagnosis(Path(module.params["output"]), ground_truth)
+    topology = None
+    env_file = module.params["environment"]
+    if env_file and Path(env_file).is_file():
+        topology = json.loads(Path(env_file).read_text()).get("topology")
+    scores = score_diagnosis(Path(module.params["output"]), ground_truth, topology)
     if not module.check_mode:
         Path(module.params["result_file"]).write_text(json.dumps(scores, indent=2, sort_keys=True))
     module.exit_json(changed=False, scores=scores)
