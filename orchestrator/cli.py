@@ -104,6 +104,44 @@ def run(scenario: str, agent: str | None, keep: bool, as_json: bool, quiet: bool
     sys.exit(code)
 
 
+@main.command()
+@click.option("--ground-truth", "gt_path", required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The scenario's ground_truth.yaml.")
+@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="The agent's output JSON (a missing file scores as no_submission).")
+@click.option("--topology", "topo_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="topology.yml or a run's environment.json (default: the scenario's environment's topology).")
+@click.option("--json", "as_json", is_flag=True, help="Print every metric as JSON.")
+def score(gt_path: Path, output_path: Path, topo_path: Path | None, as_json: bool) -> None:
+    """Score one agent output offline against a ground truth (deterministic: same input, same score)."""
+    import yaml
+
+    from orchestrator.evaluation import score_diagnosis
+    from orchestrator.spec import read_yaml
+    from orchestrator.validate import load_topology, schema_problems
+
+    truth = read_yaml(gt_path)
+    problems = schema_problems(gt_path, truth, "ground_truth")
+    if problems:
+        raise OpsBenchError("invalid ground truth: " + "; ".join(map(str, problems)))
+    topology: Any = None
+    if topo_path is not None:
+        loaded = yaml.safe_load(topo_path.read_text())
+        topology = loaded.get("topology", loaded) if isinstance(loaded, dict) else None
+    else:
+        spec_file = gt_path.parent / "scenario.yaml"
+        if spec_file.is_file():
+            topology = load_topology(read_yaml(spec_file)["environment"]["application"])
+    if not isinstance(topology, dict) or "entities" not in topology:
+        raise OpsBenchError(f"no topology for {gt_path}: pass --topology (a topology.yml or a run's environment.json)")
+    result = score_diagnosis(output_path, truth, topology)
+    if as_json:
+        _emit_json(result)
+        return
+    for key in sorted(result):
+        click.echo(f"{key}: {result[key]}")
+
+
 @main.command("verify-scenarios")
 @click.argument("scenarios", nargs=-1)
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100),
