@@ -248,6 +248,70 @@ def show(run_id: str, as_json: bool) -> None:
         _print_summary(run["outcome"])
 
 
+_DATE = click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
+
+
+@main.command()
+@click.option("--agent", help="Only this agent (display name, name, model or exact command).")
+@click.option("--scenario", help="Only runs of this scenario.")
+@click.option("--since", type=_DATE, help="Only runs started at or after DATE (local time).")
+@click.option("--json", "as_json", is_flag=True, help="Print per-scenario rows and breakdowns as JSON.")
+@click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also write the per-scenario rows to FILE as CSV.")
+def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, csv_file: Path | None) -> None:
+    """Per (agent, scenario): trials n, correct c, failure kinds, pass@k for k <= n, NTAM, agent time, MTTD."""
+    from orchestrator import results as res
+
+    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
+    rows = res.scenario_results(trials)
+    if csv_file:
+        res.write_csv(rows, csv_file)
+    if as_json:
+        _emit_json({"scenarios": rows, "breakdowns": res.breakdowns(trials)})
+        return
+    if not trials:
+        click.echo("no runs recorded (see `opsbench run`)")
+        return
+    click.echo(res.render_results(rows))
+    for dimension in ("complexity", "traces"):
+        click.echo("")
+        click.echo(res.render_breakdown(res.breakdown(trials, dimension)))
+
+
+@main.command()
+@click.option("--k", "k", default=1, show_default=True, type=click.IntRange(1, 1000),
+              help="pass@k (over each agent's scenarios with at least k trials).")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False), help="Also write the rows as CSV.")
+def leaderboard(k: int, as_json: bool, csv_file: Path | None) -> None:
+    """One row per agent (and model), ITBench Table 4 style, best pass@k first."""
+    from orchestrator import results as res
+
+    rows = res.leaderboard(res.load_trials(), k)
+    if csv_file:
+        res.write_csv(rows, csv_file)
+    if as_json:
+        _emit_json(rows)
+        return
+    click.echo(res.render_leaderboard(rows, k) if rows else "no runs recorded (see `opsbench run`)")
+
+
+@main.command()
+@click.option("--out", default="report.html", show_default=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--k", "k", default=1, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--agent", help="Only this agent.")
+@click.option("--scenario", help="Only runs of this scenario.")
+@click.option("--since", type=_DATE, help="Only runs started at or after DATE.")
+def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any) -> None:
+    """Write a self-contained static HTML report (inline SVG charts, no scripts, no network)."""
+    from orchestrator import report as rep
+    from orchestrator import results as res
+
+    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
+    rep.write(out, trials, k)
+    click.echo(f"wrote {out} ({len(trials)} run(s))")
+
+
 @main.command()
 @click.argument("run_ids", nargs=-1)
 @click.option("--teardown", is_flag=True, help="Also tear down environments kept with `run --keep`.")

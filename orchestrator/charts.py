@@ -1,0 +1,138 @@
+"""Inline SVG charts for the static report, generated here so the report needs no JS, no library
+and no network: grouped horizontal bars (with standard-error whiskers) and a grouped histogram.
+
+Every chart is one well-formed ``<svg>`` element (parseable as XML) carrying
+``class="chart"``, a ``data-chart`` name, a ``<title>`` and a legend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
+FONT = 'font-family="sans-serif" font-size="12"'
+CHAR_W = 7.0  # approximate width of a 12px sans-serif character
+Value = tuple[float | None, float | None]  # (mean, standard error)
+
+
+def color(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def nice_max(value: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 x 10^n that is >= value (1 for nothing to show)."""
+    if value <= 0 or not math.isfinite(value):
+        return 1.0
+    base = 10 ** math.floor(math.log10(value))
+    return float(next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= value - 1e-12))
+
+
+def _a(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def _svg(name: str, title: str, width: float, height: float, body: list[str]) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="{escape(name)}" role="img" '
+            f'width="{_a(width)}" height="{_a(height)}" viewBox="0 0 {_a(width)} {_a(height)}" '
+            f'aria-label="{escape(title)}"><title>{escape(title)}</title>' + "".join(body) + "</svg>")
+
+
+def _legend(series: Sequence[str], x: float, y: float) -> list[str]:
+    out = []
+    for i, name in enumerate(series):
+        out.append(f'<rect x="{_a(x)}" y="{_a(y)}" width="10" height="10" fill="{color(i)}"/>'
+                   f'<text x="{_a(x + 14)}" y="{_a(y + 9)}" {FONT}>{escape(name)}</text>')
+        x += 30 + CHAR_W * len(name)
+    return out
+
+
+def empty(name: str, title: str, message: str = "no trials recorded") -> str:
+    return _svg(name, title, 360, 40, [f'<text x="10" y="25" {FONT} fill="#666">{escape(message)}</text>'])
+
+
+def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str],
+          values: Mapping[tuple[str, str], Value], max_value: float | None = None,
+          label: Callable[[float], str] = lambda v: f"{v:.2f}", axis: str = "") -> str:
+    """Grouped horizontal bars: one group per category, one bar per series, whiskers at mean ± se."""
+    if not categories or not series:
+        return empty(name, title)
+    top = max((v[0] or 0.0) + (v[1] or 0.0) for v in values.values()) if values else 0.0
+    vmax = max_value or nice_max(top)
+    left, plot_w, bar_h, legend_h = 12 + CHAR_W * max(map(len, categories)), 420.0, 14.0, 28.0
+    group_h = len(series) * (bar_h + 2) + 12
+    height = legend_h + group_h * len(categories) + 36
+    width = left + plot_w + 80
+    scale = plot_w / vmax
+    body = _legend(series, left, 6)
+    plot_bottom = legend_h + group_h * len(categories)
+    for i in range(5):
+        tick = vmax * i / 4
+        x = left + tick * scale
+        body.append(f'<line x1="{_a(x)}" y1="{_a(legend_h)}" x2="{_a(x)}" y2="{_a(plot_bottom)}" stroke="#ddd"/>'
+                    f'<text x="{_a(x)}" y="{_a(plot_bottom + 16)}" {FONT} text-anchor="middle">'
+                    f"{escape(label(tick))}</text>")
+    body.append(f'<text x="{_a(left + plot_w / 2)}" y="{_a(height - 4)}" {FONT} text-anchor="middle">'
+                f"{escape(axis)}</text>")
+    for ci, cat in enumerate(categories):
+        y0 = legend_h + ci * group_h + 6
+        body.append(f'<text x="{_a(left - 6)}" y="{_a(y0 + group_h / 2 - 4)}" {FONT} text-anchor="end">'
+                    f"{escape(cat)}</text>")
+        for si, ser in enumerate(series):
+            mean, se = values.get((cat, ser), (None, None))
+            y = y0 + si * (bar_h + 2)
+            if mean is None:
+                body.append(f'<text x="{_a(left + 4)}" y="{_a(y + 11)}" {FONT} fill="#999">n/a</text>')
+                continue
+            w = max(mean * scale, 0.0)
+            body.append(f'<rect class="bar" x="{_a(left)}" y="{_a(y)}" width="{_a(w)}" height="{_a(bar_h)}" '
+                        f'fill="{color(si)}"><title>{escape(f"{cat} / {ser}: {label(mean)}")}</title></rect>')
+            end = w
+            if se:
+                lo, hi = left + max(mean - se, 0.0) * scale, left + min(mean + se, vmax) * scale
+                mid = y + bar_h / 2
+                body.append(f'<line class="se" x1="{_a(lo)}" y1="{_a(mid)}" x2="{_a(hi)}" y2="{_a(mid)}" '
+                            f'stroke="#333"/>')
+                end = max(end, hi - left)
+            body.append(f'<text x="{_a(left + end + 4)}" y="{_a(y + 11)}" {FONT}>{escape(label(mean))}</text>')
+    return _svg(name, title, width, height, body)
+
+
+def histogram(name: str, title: str, samples: Mapping[str, Sequence[float]], bins: int = 10,
+              lo: float = 0.0, hi: float = 1.0, axis: str = "") -> str:
+    """Grouped vertical histogram of each series' samples over [lo, hi] (hi falls in the last bin)."""
+    if not any(samples.values()):
+        return empty(name, title)
+    counts = {s: [0] * bins for s in samples}
+    for s, xs in samples.items():
+        for x in xs:
+            counts[s][min(bins - 1, max(0, math.floor(round((x - lo) / (hi - lo) * bins, 9))))] += 1  # 0.3 -> bin 3
+    step = max(1, math.ceil(max(max(c) for c in counts.values()) / 4))
+    cmax = 4 * step  # four whole-number gridline steps
+    left, plot_h, top, bar_w = 44.0, 200.0, 28.0, 12.0
+    bin_w = len(samples) * bar_w + 8
+    width, height = left + bins * bin_w + 20, top + plot_h + 44
+    body = _legend(list(samples), left, 6)
+    bottom = top + plot_h
+    for i in range(5):
+        tick = cmax * i / 4
+        y = bottom - tick / cmax * plot_h
+        body.append(f'<line x1="{_a(left)}" y1="{_a(y)}" x2="{_a(width - 20)}" y2="{_a(y)}" stroke="#ddd"/>'
+                    f'<text x="{_a(left - 4)}" y="{_a(y + 4)}" {FONT} text-anchor="end">{_a(tick)}</text>')
+    for b in range(bins):
+        x0 = left + b * bin_w + 4
+        edge = lo + (hi - lo) * b / bins
+        body.append(f'<text x="{_a(x0 - 4)}" y="{_a(bottom + 14)}" font-family="sans-serif" '
+                    f'font-size="10" text-anchor="middle">{edge:.1f}</text>')
+        for si, s in enumerate(samples):
+            h = counts[s][b] / cmax * plot_h
+            body.append(f'<rect class="bar" x="{_a(x0 + si * bar_w)}" y="{_a(bottom - h)}" width="{_a(bar_w - 1)}" '
+                        f'height="{_a(h)}" fill="{color(si)}"><title>{escape(s)} '
+                        f"[{edge:.1f}, {edge + (hi - lo) / bins:.1f}): {counts[s][b]}</title></rect>")
+    body.append(f'<text x="{_a(left + bins * bin_w)}" y="{_a(bottom + 14)}" font-family="sans-serif" '
+                f'font-size="10" text-anchor="middle">{hi:.1f}</text>'
+                f'<line x1="{_a(left)}" y1="{_a(bottom)}" x2="{_a(width - 20)}" y2="{_a(bottom)}" stroke="#333"/>'
+                f'<text x="{_a(left + (width - left) / 2)}" y="{_a(height - 6)}" {FONT} text-anchor="middle">'
+                f"{escape(axis)}</text>")
+    return _svg(name, title, width, height, body)
