@@ -122,13 +122,19 @@ def main():
                 podman("stop", "--time", "1", name, check=True)
                 changed = True
         elif state == "started":
-            if before is None or not before["running"]:
+            if before is not None and before["paused"]:
+                podman("unpause", name, check=True)
+                changed = True
+            elif before is None or not before["running"]:
                 podman("start", name, check=True)
                 changed = True
         elif state == "paused":
-            if before is None or not before["running"]:
+            # A paused container does not count as running: check paused first (idempotency).
+            if before is not None and before["paused"]:
+                pass
+            elif before is None or not before["running"]:
                 module.fail_json(msg=f"container {name} is not running; cannot pause it")
-            if not before["paused"]:
+            else:
                 podman("pause", name, check=True)
                 changed = True
         elif state == "unpaused":
