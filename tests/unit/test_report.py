@@ -169,7 +169,7 @@ def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
         if os.environ.get("OPSBENCH_SKIP_BROWSER_TESTS") == "1":
-            pytest.skip("OPSBENCH_SKIP_BROWSER_TESTS=1")
+            pytest.skip("no chromium, and OPSBENCH_SKIP_BROWSER_TESTS=1 asks to skip the browser check")
         pytest.fail("chromium is not installed: `apt-get install chromium` (Debian) to render the report in a "
                     "browser, or set OPSBENCH_SKIP_BROWSER_TESTS=1 to skip this test deliberately")
     return found
