@@ -31,7 +31,7 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("scenario", ["loopweb-gateway-bad-upstream", "loopweb-web-down"])
 def test_probe_agent_solves_scenario_and_environment_returns_to_baseline(home: Path, scenario: str) -> None:
     rc, result = run_json(home, "run", scenario)
-    assert rc == 0, result
+    assert rc == 0, (result.get("reason"), result.get("phases"))
     assert result["status"] == "completed"
     assert result["agent"]["status"] == "exited"
     diag = result["evaluations"]["diagnosis"]

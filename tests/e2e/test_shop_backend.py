@@ -36,7 +36,7 @@ def podman(*args: str) -> subprocess.CompletedProcess[str]:
 
 def deploy(home: Path) -> dict[str, Any]:
     rc, result = run_json(home, "run", SCENARIO, "--keep")
-    assert rc == 0, result
+    assert rc == 0, (result.get("reason"), result.get("phases"))
     assert result["status"] == "completed" and result["phases"]["baseline"]["status"] == "successful"
     run_dir = Path(result["run_dir"])
     return {"run_id": result["run_id"], "run_dir": run_dir,
