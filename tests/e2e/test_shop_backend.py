@@ -36,6 +36,8 @@ def podman(*args: str) -> subprocess.CompletedProcess[str]:
 
 def deploy(home: Path) -> dict[str, Any]:
     rc, result = run_json(home, "run", SCENARIO, "--keep")
+    if rc != 0 and result.get("run_id"):  # a kept environment that failed its baseline must not leak
+        run_cli(home, "cleanup", "--teardown", result["run_id"], "--json")
     assert rc == 0, (result.get("reason"), result.get("phases"))
     assert result["status"] == "completed" and result["phases"]["baseline"]["status"] == "successful"
     run_dir = Path(result["run_dir"])
