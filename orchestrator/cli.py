@@ -111,9 +111,14 @@ def run(scenario: str, agent: str | None, keep: bool, as_json: bool, quiet: bool
               help="The agent's output JSON (a missing file scores as no_submission).")
 @click.option("--topology", "topo_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="topology.yml or a run's environment.json (default: the scenario's environment's topology).")
+@click.option("--trajectory", "traj_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The run's trajectory.jsonl: adds the process metrics under 'process'.")
+@click.option("--judge", is_flag=True,
+              help="Also ask the LLM judge configured by OPSBENCH_JUDGE_URL/_MODEL (never the only score).")
 @click.option("--json", "as_json", is_flag=True, help="Print every metric as JSON.")
-def score(gt_path: Path, output_path: Path, topo_path: Path | None, as_json: bool) -> None:
-    """Score one agent output offline against a ground truth (deterministic: same input, same score)."""
+def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: Path | None, judge: bool,
+          as_json: bool) -> None:
+    """Score one agent diagnosis offline against a ground truth (deterministic: same input, same score)."""
     import yaml
 
     from orchestrator.evaluation import score_diagnosis
@@ -135,11 +140,31 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, as_json: boo
     if not isinstance(topology, dict) or "entities" not in topology:
         raise OpsBenchError(f"no topology for {gt_path}: pass --topology (a topology.yml or a run's environment.json)")
     result = score_diagnosis(output_path, truth, topology)
+    if traj_path is not None:
+        from orchestrator.evaluation.process import score_process
+        result["process"] = score_process(traj_path, output_path, truth)
+    if judge:
+        from orchestrator.evaluation import judge as llm_judge
+        try:
+            config = llm_judge.judge_config_from_env()
+        except ValueError as exc:
+            raise OpsBenchError(f"LLM judge misconfigured: {exc}") from exc
+        if config is None:
+            raise OpsBenchError("--judge needs OPSBENCH_JUDGE_URL and OPSBENCH_JUDGE_MODEL (see docs/llm-judge.md)")
+        try:
+            output = json.loads(output_path.read_text())
+        except (OSError, ValueError):
+            output = None
+        result["judge"] = llm_judge.judge_diagnosis(output, truth, config)
     if as_json:
         _emit_json(result)
         return
     for key in sorted(result):
-        click.echo(f"{key}: {result[key]}")
+        if isinstance(result[key], dict):
+            for sub in sorted(result[key]):
+                click.echo(f"{key}.{sub}: {result[key][sub]}")
+        else:
+            click.echo(f"{key}: {result[key]}")
 
 
 @main.command("verify-scenarios")

@@ -25,6 +25,7 @@ from typing import Any
 from orchestrator import paths, store
 from orchestrator.agent import AgentResult, kill_group, run_agent
 from orchestrator.argspecs import resolve_role_vars
+from orchestrator.evaluation.outputs import SCHEMAS
 from orchestrator.runner import EventHandler, StepResult, run_playbook, terminate_playbook
 from orchestrator.spec import Scenario
 
@@ -162,7 +163,7 @@ class Run:
                 "evaluators": [
                     {"name": e["role"].removeprefix("evaluate_"), "role": e["role"],
                      "vars": resolve_role_vars(e["role"], "main", e["params"])}
-                    for e in scn.evaluators
+                    for e in with_process_evaluator(scn.evaluators)
                 ],
                 "ground_truth": str(scn.ground_truth_path.resolve()),
                 "manifest": build_manifest(scn, run_id, run_dir),
@@ -208,6 +209,10 @@ class Run:
         elif step == "evaluate":
             ev["opsbench_evaluators"] = v["evaluators"]
             ev["opsbench_ground_truth"] = v["ground_truth"]
+            # When each phase ran and how the agent ended: MTTD/MTTR and the process metrics.
+            ev["opsbench_timeline"] = {
+                k: {f: r[f] for f in ("status", "started_at", "ended_at", "exit_code", "budget") if f in r}
+                for k, r in self.state["results"].items()}
         return ev
 
     # -- steps ----------------------------------------------------------------------------
@@ -217,6 +222,7 @@ class Run:
         self._save()
         self.progress.step_started(step, index, total)
         seq = store.start_phase(self.id, step)
+        started_at = time.time()
         limits = {**DEFAULT_TIMEOUTS, **self.state["timeouts"].get(step, {})}
         on_event: EventHandler = self._event_handler(step)
         result = run_playbook(
@@ -238,6 +244,7 @@ class Run:
         detail = "; ".join(result.failures)[:2000] or None
         store.end_phase(self.id, seq, status, detail)
         self.state["results"][step] = {"status": status, "elapsed": round(result.elapsed, 2),
+                                       "started_at": round(started_at, 3), "ended_at": round(time.time(), 3),
                                        "stats": result.stats, "failures": result.failures}
         if result.ok and status == "successful":
             self.state["done"] = [*self.state["done"], step]
@@ -274,6 +281,7 @@ class Run:
         self._save()
         self.progress.step_started("agent", index, total)
         seq = store.start_phase(self.id, "agent")
+        started_at = time.time()
         agent_dir = self.run_dir / "agent"
         budget = int(self.state["budget"]["wallClockSeconds"])
 
@@ -285,6 +293,7 @@ class Run:
             self.state["agent"], agent_dir,
             {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"),
              "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
+             "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"),
              "OPSBENCH_RUN_ID": self.id},
             budget, self._interrupted, on_start,
         )
@@ -294,7 +303,9 @@ class Run:
         self.state.pop("agent_pid", None)
         self.state["done"] = [*self.state["done"], "agent"]
         self.state["results"]["agent"] = {"status": result.status, "exit_code": result.exit_code,
-                                          "elapsed": round(result.elapsed, 2), "detail": result.detail}
+                                          "elapsed": round(result.elapsed, 2), "detail": result.detail,
+                                          "started_at": round(started_at, 3), "ended_at": round(time.time(), 3),
+                                          "budget": budget}
         self._save()
         store.end_phase(self.id, seq, result.status, result.detail or None)
         self.progress.step_ended("agent", result.status, result.elapsed, result.detail)
@@ -454,10 +465,18 @@ def _json(data: Any) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+def with_process_evaluator(evaluators: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scenario's evaluators, then evaluate_process (process metrics for every run) unless listed."""
+    if any(e["role"] == "evaluate_process" for e in evaluators):
+        return evaluators
+    return [*evaluators, {"role": "evaluate_process", "params": {}}]
+
+
 def build_manifest(scn: Scenario, run_id: str, run_dir: Path) -> dict[str, Any]:
     """What the agent gets: goal, tasks, budget, where to write. Nothing about the fault."""
     budget = scn.data["budget"]
-    kinds = {t["kind"] for t in scn.data["tasks"]}
+    kinds = [t["kind"] for t in scn.data["tasks"]]
+    schemas = {k: str(paths.SCHEMAS_DIR / f"{SCHEMAS[k]}.schema.json") for k in kinds}
     return {
         "manifest_version": "opsbench/manifest/v1",
         "run": run_id,
@@ -466,6 +485,9 @@ def build_manifest(scn: Scenario, run_id: str, run_dir: Path) -> dict[str, Any]:
         "observability": scn.environment["observability"],
         "output": {
             "path": str(run_dir / "agent" / "output.json"),
-            "schema": str(paths.SCHEMAS_DIR / "diagnosis_output.schema.json") if "diagnose" in kinds else None,
+            # One JSON file answers every task: it must match the schema of each task's kind.
+            "schema": schemas[kinds[0]] if kinds else None,
+            "schemas": schemas,
         },
+        "trajectory": str(run_dir / "agent" / "trajectory.jsonl"),
     }

@@ -23,7 +23,14 @@ from typing import Any
 from orchestrator import paths, store
 from orchestrator.evaluation.stats import mean_pass_at_k, mean_stderr, pass_at_k
 
-EVALUATOR = "diagnosis"  # the evaluator whose fl_pass decides success
+# The evaluator (and its score) that decides success: a diagnosis when the scenario has one,
+# else a mitigation.
+DECIDERS = (("diagnosis", "fl_pass"), ("mitigation", "mitigation_pass"))
+# Further per-trial means in the results and the leaderboard (CUJBench outcome and process metrics).
+EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "evidence_recall"),
+                 ("process", "submitted"), ("process", "calls"), ("process", "tool_coverage"),
+                 ("process", "extra_calls"), ("process", "invalid_actions"),
+                 ("process", "input_tokens"), ("process", "output_tokens"))
 OUTCOMES = ("correct", "wrong", "no_submission", "malformed", "excluded")
 LEVELS = ("Easy", "Medium", "Hard")
 # Runs in the index that are not agent runs at all: verify-scenarios trials (no agent phase).
@@ -46,7 +53,9 @@ class Trial:
     ntam_fpc: float | None = None
     agent_elapsed: float | None = None
     submitted: float | None = None
+    mttr: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def counted(self) -> bool:
@@ -59,14 +68,21 @@ class Trial:
 
 
 # -- loading -----------------------------------------------------------------------------------
-def classify(run_status: str, scores: dict[str, Any]) -> str:
-    """The trial outcome of a run from its status and its diagnosis scores."""
+def classify(run_status: str, scores: dict[str, Any], pass_key: str = "fl_pass") -> str:
+    """The trial outcome of a run from its status and its deciding evaluator's scores."""
     status = scores.get("status")
     if run_status != "completed" or status is None:
         return "excluded"
     if status in ("no_submission", "malformed"):
         return str(status)
-    return "correct" if scores.get("fl_pass") == 1 else "wrong"
+    return "correct" if scores.get(pass_key) == 1 else "wrong"
+
+
+def _decider(evaluations: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    for evaluator, key in DECIDERS:
+        if evaluator in evaluations:
+            return evaluations[evaluator], key
+    return {}, DECIDERS[0][1]
 
 
 @cache
@@ -99,13 +115,16 @@ def load_trials(agent: str | None = None, scenario: str | None = None, since: fl
         label = f"{name} ({model})" if model else name
         if agent and agent not in (label, name, model, run.get("agent")):
             continue
-        scores, timing = metrics[run["id"]].get(EVALUATOR, {}), metrics[run["id"]].get("agent", {})
+        evaluations = metrics[run["id"]]
+        (scores, pass_key), timing = _decider(evaluations), evaluations.get("agent", {})
         meta = json.loads(run["scenario_meta"]) if run.get("scenario_meta") else _current_meta(run["scenario_id"])
         trials.append(Trial(
             run_id=run["id"], scenario=run["scenario_id"], agent=label, agent_name=name, model=model,
-            created=run["created"], run_status=run["status"], outcome=classify(run["status"], scores),
+            created=run["created"], run_status=run["status"], outcome=classify(run["status"], scores, pass_key),
             ntam_fl=_num(scores.get("ntam_fl")), ntam_fpc=_num(scores.get("ntam_fpc")),
-            agent_elapsed=_num(timing.get("elapsed")), submitted=_num(timing.get("submitted")), meta=meta))
+            agent_elapsed=_num(timing.get("elapsed")), submitted=_num(timing.get("submitted")),
+            mttr=_num(evaluations.get("mitigation", {}).get("mttr")), meta=meta,
+            extra={m: _num(evaluations.get(e, {}).get(m)) for e, m in EXTRA_METRICS}))
     return trials
 
 
@@ -151,6 +170,7 @@ def scenario_results(trials: Sequence[Trial]) -> list[dict[str, Any]]:
         fpc, fpc_se = mean_se(t.ntam_fpc for t in counted)
         elapsed, elapsed_se = mean_se(t.agent_elapsed for t in counted)
         mttd, mttd_se = mean_se(t.time_to_diagnosis for t in counted if t.outcome == "correct")
+        mttr, mttr_se = mean_se(t.mttr for t in counted if t.outcome == "correct")
         meta = group[-1].meta
         rows.append({
             **_identity(group), "scenario": scenario, **_dimensions(group[-1]), "name": meta.get("name"),
@@ -158,6 +178,7 @@ def scenario_results(trials: Sequence[Trial]) -> list[dict[str, Any]]:
             "pass_at": {k: pass_at_k(n, c, k) for k in range(1, n + 1)}, "pass_rate": rate, "pass_rate_se": rate_se,
             "ntam_fl": fl, "ntam_fl_se": fl_se, "ntam_fpc": fpc, "ntam_fpc_se": fpc_se,
             "agent_time": elapsed, "agent_time_se": elapsed_se, "mttd": mttd, "mttd_se": mttd_se,
+            "mttr": mttr, "mttr_se": mttr_se, **_extra_means(counted),
         })
     return rows
 
@@ -178,6 +199,8 @@ def _summary_row(trials: Sequence[Trial], k: int) -> dict[str, Any]:
     fpc, fpc_se = mean_se(t.ntam_fpc for t in counted)
     times = [t.time_to_diagnosis for t in counted if t.outcome == "correct" and t.time_to_diagnosis is not None]
     mttd, mttd_se = mean_se(times)
+    repairs = [t.mttr for t in counted if t.outcome == "correct" and t.mttr is not None]
+    mttr, mttr_se = mean_se(repairs)
     total = len(counted)
     return {
         "scenarios": len(per_scenario), "trials": total, "k": k, "pass_at_k": value, "pass_at_k_se": se,
@@ -186,7 +209,13 @@ def _summary_row(trials: Sequence[Trial], k: int) -> dict[str, Any]:
         "malformed_rate": counts["malformed"] / total if total else None,
         "ntam_fl": fl, "ntam_fl_se": fl_se, "ntam_fpc": fpc, "ntam_fpc_se": fpc_se,
         "mttd": mttd, "mttd_se": mttd_se, "mttd_n": len(times),
+        "mttr": mttr, "mttr_se": mttr_se, "mttr_n": len(repairs), **_extra_means(counted),
     }
+
+
+def _extra_means(trials: Sequence[Trial]) -> dict[str, float | None]:
+    """Mean of each EXTRA_METRICS over the trials that have it (None when none has)."""
+    return {m: mean_se(t.extra.get(m) for t in trials)[0] for _, m in EXTRA_METRICS}
 
 
 def _rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -272,13 +301,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def render_leaderboard(rows: Sequence[dict[str, Any]], k: int = 1) -> str:
     headers = ["AGENT", "SCENARIOS", "TRIALS", f"PASS@{k} (%)", "FL (NTAM)", "FPC (NTAM)", "NO-SUBMISSION (%)",
-               "MALFORMED (%)", "MTTD (s)", "EXCLUDED"]
+               "MALFORMED (%)", "MTTD (s)", "MTTR (s)", "EXCLUDED"]
     return table(headers, [
         [r["agent"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
          pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]),
          "—" if r["no_submission_rate"] is None else f"{100 * r['no_submission_rate']:.1f}",
          "—" if r["malformed_rate"] is None else f"{100 * r['malformed_rate']:.1f}",
-         pm(r["mttd"], r["mttd_se"], digits=1), r["excluded"]] for r in rows])
+         pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1), r["excluded"]] for r in rows])
 
 
 def render_results(rows: Sequence[dict[str, Any]]) -> str:

@@ -24,7 +24,10 @@ EventHandler = Callable[[dict[str, Any]], None]
 
 # Variables the playbook process may inherit; everything else is dropped.
 _ENV_ALLOW = {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME",
-              "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "KUBECONFIG", "OPSBENCH_HOME"}
+              "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "KUBECONFIG", "OPSBENCH_HOME",
+              # The optional LLM judge's configuration; the key itself travels as a file path.
+              "OPSBENCH_JUDGE_URL", "OPSBENCH_JUDGE_MODEL", "OPSBENCH_JUDGE_API_KEY_ENV",
+              "OPSBENCH_JUDGE_API_KEY_FILE"}
 _ENV_ALLOW_PREFIXES = ("ANSIBLE_", "AWX_", "RUNNER_")
 # ANSIBLE_* keys that can carry secrets are dropped even though they match the prefix.
 _ENV_DENY = {"ANSIBLE_VAULT_PASSWORD", "ANSIBLE_BECOME_PASS", "ANSIBLE_NET_PASSWORD"}

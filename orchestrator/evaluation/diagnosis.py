@@ -11,15 +11,13 @@ answers, and neither raises.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from orchestrator.evaluation.cuj import PCW_WEIGHTS, cuj_metrics
 from orchestrator.evaluation.ntam import NtamParams, NtamScorer, ground_truth_names
-from orchestrator.spec import load_schema
+from orchestrator.evaluation.outputs import load_output
 
 
 def _canonical(ground_truth: dict[str, Any]) -> dict[str, str]:
@@ -29,33 +27,34 @@ def _canonical(ground_truth: dict[str, Any]) -> dict[str, str]:
 
 def score_diagnosis(output_path: Path | None, ground_truth: dict[str, Any],
                     topology: Mapping[str, Any] | None = None, ntam_params: NtamParams | None = None,
-                    ) -> dict[str, Any]:
+                    pcw_weights: tuple[float, float, float] = PCW_WEIGHTS) -> dict[str, Any]:
     """Score one diagnosis. Returns ``status`` (scored | no_submission | malformed) and metrics.
 
     Metrics: ``fl_pass``, ``fl_precision``, ``fl_recall`` and, given the environment's
     ``topology`` (``{"entities", "edges"}``), ``ntam_fl`` and ``ntam_fpc`` with ``ntam_params``
     (default ITBench Table 33). Without a topology a scored output has ``ntam_fl``/``ntam_fpc``
-    ``None``; a missing or malformed output scores 0.0 on every metric.
+    ``None``; a missing or malformed output scores 0.0 on these. A scored output also gets the
+    CUJBench outcome metrics (``a_at_1``, ``component_match``, ``layer_match``, ``type_match``,
+    ``pce``, ``pcw``, ``evidence_recall``; see ``cuj.py``) and ``alerts_explained_recall``, which
+    are None where the ground truth lacks the field, and for missing or malformed outputs
+    (CUJBench computes them over submitted runs only).
     """
     base: dict[str, Any] = {"fl_pass": 0.0, "fl_precision": 0.0, "fl_recall": 0.0, "ntam_fl": 0.0, "ntam_fpc": 0.0}
-    if output_path is None or not output_path.is_file():
-        return {**base, "status": "no_submission", "reason": "the agent wrote no output file"}
-    try:
-        output = json.loads(output_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return {**base, "status": "malformed", "reason": f"output is not JSON: {exc}"}
-    errors = sorted(jsonschema.Draft202012Validator(load_schema("diagnosis_output")).iter_errors(output),
-                    key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        where = "/".join(map(str, errors[0].absolute_path)) or "$"
-        return {**base, "status": "malformed", "reason": f"output does not match the schema at {where}: "
-                                                          f"{errors[0].message}"}
+    loaded = load_output(output_path, "diagnose")
+    if loaded.output is None:
+        return {**base, "status": loaded.status, "reason": loaded.reason}
+    output = loaded.output
 
     ntam_scores: dict[str, Any] = {"ntam_fl": None, "ntam_fpc": None}
     if topology is not None:
         scored = NtamScorer(ground_truth, topology, ntam_params).score(output)
         ntam_scores = {"ntam_fl": scored["ntam_fl"], "ntam_fpc": scored["ntam_fpc"]}
     names = _canonical(ground_truth)
+    ntam_scores.update(cuj_metrics(output, ground_truth, names, pcw_weights))
+    true_alerts = {a["name"].casefold() for a in ground_truth.get("alerts") or []}
+    explained = {str(a).casefold() for a in output.get("alerts_explained") or []}
+    ntam_scores["alerts_explained_recall"] = (len(true_alerts & explained) / len(true_alerts)
+                                              if true_alerts else None)
     truth = {e["id"] for e in ground_truth.get("entities", []) if e.get("rootCause")}
     claimed = {names.get(e["id"].casefold(), e["id"]) for e in output["entities"] if e.get("root_cause")}
     incident = ground_truth.get("incident", True)

@@ -89,3 +89,10 @@ def test_firing_waits_for_every_matcher_and_names_the_missing_ones() -> None:
     assert ok["ok"] and ok["waited_s"] == 3.0 and ok["missing"] == []
     late = run([[ACTIVE[1]]], firing=[DOWN, {"alertname": "ServiceErrorRateHigh"}], timeout=5)
     assert not late["ok"] and late["missing"] == [DOWN] and "did not fire within 5s" in late["detail"]
+
+
+def test_quiet_success_reports_when_the_quiet_window_began() -> None:
+    s = Scripted([ACTIVE, ACTIVE, [], [], [], []])
+    result = _mod.wait("http://am", [], True, [], 3, 1, 60, clock=s.clock, sleep=s.sleep, query=s.query,
+                       wall=lambda: 1000.0 + s.t)
+    assert result["ok"] and result["quiet_since_epoch"] == 1002.0

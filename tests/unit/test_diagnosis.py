@@ -124,7 +124,7 @@ def test_output_not_matching_the_schema_is_malformed(submit, output, where):
     result = score_diagnosis(submit(output), GT)
     assert result["status"] == "malformed"
     assert result["fl_pass"] == 0.0
-    assert f"does not match the schema at {where}:" in result["reason"]
+    assert f"does not match the diagnosis_output schema at {where}:" in result["reason"]
 
 
 def test_healthy_control_passes_when_output_says_no_incident(submit):

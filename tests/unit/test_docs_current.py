@@ -3,7 +3,16 @@
 import pytest
 
 from orchestrator import paths
-from orchestrator.docgen import GENERATED, fault_family, render, render_faults, render_scenarios, write_docs
+from orchestrator.docgen import (
+    GENERATED,
+    OUTPUT_SCHEMAS,
+    fault_family,
+    render,
+    render_faults,
+    render_outputs,
+    render_scenarios,
+    write_docs,
+)
 from orchestrator.spec import load_schema, read_yaml, spec_files
 
 
@@ -18,7 +27,18 @@ def test_every_schema_field_is_documented() -> None:
     for nested in ("metadata.complexity.value", "faults[].role", "checks.baseline[].timeout",
                    "budget.wallClockSeconds", "evaluation.evaluators[].params"):
         assert f"| `{nested}` |" in text, nested
-    assert set(GENERATED) == {"docs/scenario-spec.md", "docs/ground-truth.md", "docs/faults.md", "docs/scenarios.md"}
+    assert set(GENERATED) == {"docs/scenario-spec.md", "docs/ground-truth.md", "docs/faults.md", "docs/scenarios.md",
+                              "docs/agent-outputs.md"}
+
+
+def test_every_output_schema_field_is_documented() -> None:
+    text = render_outputs()
+    for name, _kind in OUTPUT_SCHEMAS:
+        schema = load_schema(name)
+        assert f"## {schema['title']}" in text
+        for field in schema["properties"]:
+            assert f"| `{field}` |" in text, (name, field)
+    assert "| `actions[].target` | string | yes |" in text
 
 
 def test_fault_catalog_lists_every_fault_role_and_option() -> None:

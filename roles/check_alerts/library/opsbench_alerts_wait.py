@@ -37,6 +37,7 @@ ok: {description: Whether the expected state was reached, type: bool, returned: 
 waited_s: {description: Seconds from the start to success or timeout, type: float, returned: always}
 active: {description: Label sets of the alerts active at the last answered query, type: list, returned: always}
 missing: {description: Matchers not satisfied at the end (firing mode), type: list, returned: always}
+quiet_since_epoch: {description: Unix time the successful quiet window began, type: float, returned: quiet success}
 detail: {description: Why the check failed, type: str, returned: on failure}
 """
 
@@ -72,7 +73,7 @@ def active_alerts(url: str) -> list[dict[str, Any]] | None:
 
 def wait(url: str, firing: list[dict[str, Any]], quiet: bool, ignore: list[str], hold: float,
          interval: float, timeout: float, clock: Any = time.monotonic, sleep: Any = time.sleep,
-         query: Any = active_alerts) -> dict[str, Any]:
+         query: Any = active_alerts, wall: Any = time.time) -> dict[str, Any]:
     """Poll until the expected state holds (see DOCUMENTATION); return the module's result."""
     start = clock()
     last: list[dict[str, Any]] = []
@@ -90,7 +91,10 @@ def wait(url: str, firing: list[dict[str, Any]], quiet: bool, ignore: list[str],
                 elif quiet_since is None:
                     quiet_since = now
                 if quiet_since is not None and now - quiet_since >= hold:
-                    return {"ok": True, "waited_s": round(now - start, 1), "active": active, "missing": []}
+                    # Wall-clock time the quiet window began (MTTR is measured up to it).
+                    since_epoch = round(wall() - (clock() - quiet_since), 3)
+                    return {"ok": True, "waited_s": round(now - start, 1), "active": active, "missing": [],
+                            "quiet_since_epoch": since_epoch}
             elif not missing(active, firing):
                 return {"ok": True, "waited_s": round(now - start, 1), "active": active, "missing": []}
         if now - start >= timeout:

@@ -1,0 +1,94 @@
+"""Process metrics of one run from its trajectory (CUJBench §III-B, process metrics).
+
+The trajectory is JSONL, one record per tool call (``orchestrator/schemas/
+trajectory_record.schema.json``). With the ground truth's reference ``trajectory``
+(mandatory tools M, acceptable tools A):
+
+* ``submitted``: 1 when the agent's output was there at the end of its budget (a late output
+  is set aside by the lifecycle), else 0 — averaged over runs this is CUJBench's SR;
+* ``calls``: tool invocations; ``tool_coverage`` TC = |M and tools called| / |M|;
+* ``extra_calls`` EC = calls to tools outside M + A + {submit};
+* ``invalid_actions``: calls the gateway refused (status ``invalid`` or ``denied``);
+* ``input_tokens``/``output_tokens``: summed over the records and the output's ``usage``,
+  None when the agent reports none.
+
+Without a trajectory file the call-based metrics are None (not 0): nothing was recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from orchestrator.spec import load_schema
+
+SUBMIT_TOOL = "submit"
+
+
+def read_trajectory(path: Path | None) -> tuple[list[dict[str, Any]] | None, int]:
+    """The trajectory's valid records (None when there is no file) and how many lines were not."""
+    if path is None or not path.is_file():
+        return None, 0
+    validator = jsonschema.Draft202012Validator(load_schema("trajectory_record"))
+    records: list[dict[str, Any]] = []
+    bad = 0
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if validator.is_valid(record):
+            records.append(record)
+        else:
+            bad += 1
+    return records, bad
+
+
+def _tokens(records: list[dict[str, Any]], usage: Mapping[str, Any], key: str) -> int | None:
+    values = [r[key] for r in records if isinstance(r.get(key), int)]
+    if isinstance(usage.get(key), int):
+        values.append(usage[key])
+    return sum(values) if values else None
+
+
+def score_process(trajectory_path: Path | None, output_path: Path | None,
+                  ground_truth: Mapping[str, Any]) -> dict[str, Any]:
+    """Process metrics of one run (see the module docstring)."""
+    records, bad = read_trajectory(trajectory_path)
+    output: dict[str, Any] = {}
+    submitted = output_path is not None and output_path.is_file()
+    if submitted and output_path is not None:
+        try:
+            loaded = json.loads(output_path.read_text())
+            output = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            output = {}
+    usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
+    reference = ground_truth.get("trajectory") or {}
+    mandatory = set(reference.get("mandatoryTools") or [])
+    allowed = mandatory | set(reference.get("acceptableTools") or []) | {SUBMIT_TOOL}
+    result: dict[str, Any] = {
+        "submitted": float(submitted),
+        "trajectory": "absent" if records is None else "recorded",
+        "calls": None, "tool_coverage": None, "extra_calls": None, "invalid_actions": None,
+        "trajectory_bad_lines": bad,
+        "input_tokens": _tokens(records or [], usage or {}, "input_tokens"),
+        "output_tokens": _tokens(records or [], usage or {}, "output_tokens"),
+    }
+    if records is None:
+        return result
+    tools = [str(r["tool"]) for r in records]
+    result["calls"] = len(tools)
+    result["invalid_actions"] = sum(1 for r in records if r.get("status") in ("invalid", "denied"))
+    if mandatory:
+        result["tool_coverage"] = len(mandatory & set(tools)) / len(mandatory)
+    if reference:
+        result["extra_calls"] = sum(1 for t in tools if t not in allowed)
+    return result
