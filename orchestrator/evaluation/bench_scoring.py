@@ -3,20 +3,25 @@
 Scores N synthetic agent outputs (random entities, root-cause flags, propagations, aliases and
 unknown names, plus the exact answer) against the ground truth of scenario_specs/shop-cart-down
 on the shop topology, once with the one-shot :func:`ntam` (which prepares the ground truth and
-topology every call) and once with a prepared :class:`NtamScorer`; prints total and per-output
-time for each and the mean scores.
+topology every call) and once with a prepared :class:`NtamScorer`; then the whole per-run path,
+:func:`score_diagnosis` on output files (read, JSON Schema validation, fault localisation, NTAM,
+CUJBench metrics). Prints total and per-output time for each and the mean scores.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from orchestrator import paths
+from orchestrator.evaluation.diagnosis import score_diagnosis
 from orchestrator.evaluation.ntam import NtamScorer, TopologyGraph, ntam
 from orchestrator.evaluation.stats import mean_stderr
 
@@ -78,6 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("ntam_fl", "ntam_fpc"):
         mean, se = mean_stderr(r[key] for r in prepared)
         print(f"mean {key}: {mean:.4f} ± {se:.4f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, output in enumerate(outputs):
+            files.append(Path(tmp) / f"{i}.json")
+            files[-1].write_text(json.dumps(output))
+        full = _timed("score_diagnosis (files, all metrics)", lambda f: score_diagnosis(f, truth, topology), files)
+    assert [r["ntam_fl"] for r in full] == [r["ntam_fl"] for r in prepared], "score_diagnosis disagrees with NTAM"
+    mean, se = mean_stderr(r["fl_pass"] for r in full)
+    print(f"mean fl_pass: {mean:.4f} ± {se:.4f}")
     return 0
 
 

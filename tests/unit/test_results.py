@@ -314,3 +314,29 @@ def test_commands_on_an_empty_store() -> None:
     assert CliRunner().invoke(main, ["leaderboard"]).output.strip() == "no runs recorded (see `opsbench run`)"
     out = CliRunner().invoke(main, ["leaderboard", "--json"])
     assert _strict_json(out.output) == []
+
+
+def _mitigation_run(run_id: str, scores: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    store.create_run({"id": run_id, "scenario_id": "shop-cart-down-mitigate", "spec_version": 1,
+                      "spec_digest": "d" * 16, "status": "running", "pid": 1, "run_dir": f"/nonexistent/{run_id}",
+                      "agent": "python3 -m fixer"})
+    store.update_run(run_id, status="completed", outcome=json.dumps({
+        "evaluations": {"mitigation": scores, **(extra or {})},
+        "agent": {"status": "exited", "exit_code": 0, "elapsed": 50.0}}))
+
+
+def test_mitigation_only_scenarios_are_decided_by_mitigation_pass_with_mttr() -> None:
+    _mitigation_run("m1", {"status": "scored", "mitigation_pass": 1.0, "mttr": 40.0},
+                    {"process": {"calls": 4, "submitted": 1.0}})
+    _mitigation_run("m2", {"status": "scored", "mitigation_pass": 1.0, "mttr": 60.0},
+                    {"process": {"calls": 6, "submitted": 1.0}})
+    _mitigation_run("m3", {"status": "scored", "mitigation_pass": 0.0, "mttr": None})
+    _mitigation_run("m4", {"status": "malformed", "mitigation_pass": 0.0})
+    trials = results.load_trials()
+    assert [t.outcome for t in trials] == ["correct", "correct", "wrong", "malformed"]
+    (row,) = results.leaderboard(trials)
+    assert (row["correct"], row["wrong"], row["malformed"]) == (2, 1, 1)
+    assert row["mttr"] == 50.0 and row["mttr_n"] == 2
+    assert row["mttr_se"] == pytest.approx(statistics.stdev([40.0, 60.0]) / math.sqrt(2))
+    assert row["calls"] == 5.0 and row["submitted"] == 1.0 and row["a_at_1"] is None
+    assert "MTTR (s)" in results.render_leaderboard([row])
