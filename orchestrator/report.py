@@ -61,7 +61,8 @@ def _leaderboard(board: list[dict[str, Any]], k: int) -> str:
           pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1), r["excluded"]]
          for r in board])
     return _section("leaderboard", "Leaderboard", "One row per agent (ITBench Table 4). MTTD is over correct "
-                    "diagnoses, MTTR over passing mitigations; excluded runs (errors, interruptions, faults that did not manifest) are not trials.",
+                    "diagnoses, MTTR over passing mitigations; excluded runs (errors, interruptions, faults that "
+                    "did not manifest) are not trials.",
                     chart, table)
 
 

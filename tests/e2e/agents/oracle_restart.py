@@ -17,7 +17,8 @@ def main() -> int:
     entity, fix = sys.argv[1], "--no-fix" not in sys.argv
     run_id = os.environ["OPSBENCH_RUN_ID"]
     trajectory = open(os.environ["OPSBENCH_TRAJECTORY"], "a")  # noqa: SIM115 - appended to all along
-    manifest = json.load(open(os.environ["OPSBENCH_MANIFEST"]))
+    with open(os.environ["OPSBENCH_MANIFEST"]) as f:
+        manifest = json.load(f)
     trajectory.write(json.dumps({"ts": time.time(), "tool": "alerts", "args": {}, "status": "ok",
                                  "input_tokens": 120, "output_tokens": 8}) + "\n")
     actions = []
