@@ -16,6 +16,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -55,7 +56,7 @@ def synthetic_outputs(n: int, truth: dict[str, Any], topology: dict[str, Any], s
     return outputs
 
 
-def _timed(label: str, score: Any, outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _timed(label: str, score: Any, outputs: Sequence[Any]) -> list[dict[str, Any]]:
     start = time.perf_counter()
     results = [score(o) for o in outputs]
     total = time.perf_counter() - start
