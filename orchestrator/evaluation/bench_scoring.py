@@ -15,8 +15,8 @@ import json
 import random
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
