@@ -1,0 +1,187 @@
+"""The deterministic heuristic SRE agent: alerts -> topology walk -> most downstream alerting entity.
+
+It sees only what any agent sees: the manifest and the run's tool gateway (REST). Steps:
+
+1. read the firing alerts and the topology;
+2. the candidate root causes are the alerting services none of whose callees alert (the fault
+   is where the errors start, not where they are seen); among several, the ones with a
+   *cause* alert (down, not running, restarting, saturation, datastore) beat those with only
+   *symptom* alerts (errors, latency, traffic), and with no cause alert the most downstream
+   symptom wins;
+3. layer and fault type follow from the root's alerts (a fixed table), the propagation chain
+   walks the ``calls`` edges back up through alerting callers;
+4. for a ``mitigate`` task it restarts the root-cause instances (the standard first response).
+
+Run as ``python -m orchestrator.agents.heuristic`` with OPSBENCH_MANIFEST set (the default
+agent of ``make scenario``). It is a baseline, not a contender: it proves scenarios solvable
+and gives the leaderboard a floor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+# Alerts that point at the entity where a fault sits (causes) vs. at its effects (symptoms).
+CAUSES = {"ServiceDown", "ContainerNotRunning", "ContainerRestarted", "ServiceCpuSaturated", "ServiceMemoryHigh",
+          "RedisDown", "RedisMemoryNearLimit", "PostgresDown", "PostgresConnectionsNearLimit"}
+# Root-cause alert -> (layer, fault type); the first match in this order wins.
+DIAGNOSES = [
+    ("ContainerRestarted", ("runtime", "crash_loop")),
+    ("ContainerNotRunning", ("runtime", "process_down")),
+    ("ServiceDown", ("runtime", "process_down")),
+    ("RedisDown", ("runtime", "process_down")),
+    ("PostgresDown", ("runtime", "process_down")),
+    ("RedisMemoryNearLimit", ("datastore", "datastore_oom")),
+    ("PostgresConnectionsNearLimit", ("datastore", "connection_exhaustion")),
+    ("ServiceMemoryHigh", ("application", "memory_leak")),
+    ("ServiceCpuSaturated", ("application", "cpu_saturation")),
+    ("ServiceLatencyHigh", ("application", "slow_response")),
+    ("ServiceErrorRateHigh", ("application", "error_response")),
+]
+NOT_APPLICATION = ("loadgen",)
+
+Call = Callable[..., Any]
+
+
+class GatewayClient:
+    """The run's tool gateway over REST: ``POST {url}/v1/tools/{name}`` with a bearer token."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url.rstrip("/"), token
+
+    def __call__(self, tool: str, **args: Any) -> Any:
+        req = urllib.request.Request(
+            f"{self.url}/v1/tools/{tool}", data=json.dumps(args).encode(), method="POST",
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                body = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            body = json.loads(exc.read() or b"{}")
+        if not body.get("ok"):
+            raise ToolError(tool, (body.get("error") or {}).get("message", "no reason given"))
+        return body.get("result")
+
+
+class ToolError(RuntimeError):
+    def __init__(self, tool: str, message: str) -> None:
+        super().__init__(f"{tool}: {message}")
+
+
+def _alert_list(result: Any) -> list[dict[str, Any]]:
+    alerts = result.get("alerts", result.get("items", [])) if isinstance(result, dict) else result
+    return [a for a in alerts or [] if isinstance(a, dict)]
+
+
+def _first(names: Iterable[str]) -> tuple[str, str]:
+    present = set(names)
+    for alert, diagnosis in DIAGNOSES:
+        if alert in present:
+            return diagnosis
+    return ("application", "error_response")
+
+
+def diagnose(alerts: list[dict[str, Any]], topology: dict[str, Any]) -> dict[str, Any]:
+    """The diagnosis output for these alerts on this topology (pure: unit-testable)."""
+    by_service: dict[str, set[str]] = {}
+    instances: dict[str, set[str]] = {}
+    for alert in alerts:
+        labels = alert.get("labels", alert)
+        service, name = labels.get("service"), labels.get("alertname")
+        if not service or not name or service.startswith(NOT_APPLICATION):
+            continue
+        by_service.setdefault(service, set()).add(name)
+        if labels.get("instance_id"):
+            instances.setdefault(service, set()).add(labels["instance_id"])
+    if not by_service:
+        return {"schema": "opsbench/diagnosis/v1", "incident": False, "entities": [],
+                "explanation": "no alert is firing: no incident"}
+    calls = [(e["source"], e["target"]) for e in topology.get("edges", []) if e.get("type") == "calls"]
+    callees = {s: {t for a, t in calls if a == s} for s in by_service}
+    downstream = [s for s in by_service if not callees[s] & set(by_service)]
+    with_cause = [s for s in downstream if by_service[s] & CAUSES]
+    if with_cause:
+        roots = sorted(with_cause)
+    else:
+        # Only symptoms: the alerting service furthest from the entry point (most callers above it).
+        def depth(s: str) -> int:
+            seen, frontier = {s}, {s}
+            while frontier:
+                frontier = {a for a, t in calls if t in frontier and a not in seen}
+                seen |= frontier
+            return len(seen)
+        roots = [max(sorted(downstream or by_service), key=depth)]
+    entities: list[dict[str, Any]] = []
+    propagations: list[dict[str, Any]] = []
+    for root in roots:
+        layer, fault_type = _first(by_service[root])
+        ids = sorted(instances.get(root, set()))
+        entity = ids[0] if len(ids) == 1 else root
+        entities.append({"id": entity, "root_cause": True, "layer": layer, "fault_type": fault_type})
+        seen, frontier = {root}, [root]
+        while frontier:
+            target = frontier.pop(0)
+            for caller in sorted(a for a, t in calls if t == target and a in by_service and a not in seen):
+                seen.add(caller)
+                frontier.append(caller)
+                entities.append({"id": caller, "root_cause": False})
+                propagations.append({"source": entity if target == root else target, "target": caller,
+                                     "condition": f"{target} alerts: {', '.join(sorted(by_service[target]))}",
+                                     "effect": f"{caller} alerts: {', '.join(sorted(by_service[caller]))}"})
+    names = sorted({a.get("labels", a).get("alertname", "") for a in alerts} - {""})
+    return {
+        "schema": "opsbench/diagnosis/v1", "incident": True, "entities": entities, "propagations": propagations,
+        "alerts_explained": names, "evidence": [f"alert:{n}" for n in names],
+        "explanation": "root cause: the most downstream alerting entities "
+                       + ", ".join(e["id"] for e in entities if e["root_cause"]),
+    }
+
+
+def mitigate(call: Call, diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """Restart every root-cause entity; report what each restart returned."""
+    actions = []
+    for ent in diagnosis["entities"]:
+        if not ent.get("root_cause"):
+            continue
+        try:
+            result = call("restart", target=ent["id"])
+            actions.append({"action": "restart", "target": ent["id"], "result": json.dumps(result)[:500]})
+        except ToolError as exc:
+            actions.append({"action": "restart", "target": ent["id"], "result": f"refused: {exc}"})
+    return {"actions": actions, "plan": "restart the root-cause entities; if alerts persist, roll back their "
+                                        "last change and restore their configuration"}
+
+
+def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
+    kinds = {t["kind"] for t in manifest.get("tasks", [])}
+    alerts = _alert_list(call("get_alerts"))
+    topology = call("get_topology")
+    output = diagnose(alerts, topology if isinstance(topology, dict) else {})
+    if "mitigate" in kinds and output.get("incident"):
+        output.update(mitigate(call, output))
+    elif "mitigate" in kinds:
+        output.update({"actions": [], "plan": "no incident: nothing to do"})
+    return output
+
+
+def main() -> int:
+    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
+    gateway = manifest.get("gateway") or {}
+    if not gateway.get("url"):
+        print("the manifest names no tool gateway (manifest.gateway.url)", file=sys.stderr)
+        return 2
+    token = Path(manifest["token_file"]).read_text().strip()
+    output = run(manifest, GatewayClient(gateway["url"], token))
+    Path(manifest["output"]["path"]).write_text(json.dumps(output, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
