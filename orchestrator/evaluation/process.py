@@ -59,9 +59,11 @@ def _tokens(records: list[dict[str, Any]], usage: Mapping[str, Any], key: str) -
 
 
 def score_process(trajectory_path: Path | None, output_path: Path | None,
-                  ground_truth: Mapping[str, Any]) -> dict[str, Any]:
-    """Process metrics of one run (see the module docstring)."""
+                  ground_truth: Mapping[str, Any], reported_path: Path | None = None) -> dict[str, Any]:
+    """Process metrics of one run (see the module docstring). ``reported_path``: the agent's own
+    trajectory when the gateway logged the calls; only its token counts are used."""
     records, bad = read_trajectory(trajectory_path)
+    reported, _ = read_trajectory(reported_path)
     output: dict[str, Any] = {}
     submitted = output_path is not None and output_path.is_file()
     if submitted and output_path is not None:
@@ -79,8 +81,8 @@ def score_process(trajectory_path: Path | None, output_path: Path | None,
         "trajectory": "absent" if records is None else "recorded",
         "calls": None, "tool_coverage": None, "extra_calls": None, "invalid_actions": None,
         "trajectory_bad_lines": bad,
-        "input_tokens": _tokens(records or [], usage or {}, "input_tokens"),
-        "output_tokens": _tokens(records or [], usage or {}, "output_tokens"),
+        "input_tokens": _tokens((records or []) + (reported or []), usage or {}, "input_tokens"),
+        "output_tokens": _tokens((records or []) + (reported or []), usage or {}, "output_tokens"),
     }
     if records is None:
         return result

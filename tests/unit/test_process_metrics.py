@@ -59,3 +59,11 @@ def test_without_a_reference_trajectory_coverage_and_extra_calls_are_undefined(t
     traj, out = write(tmp_path, [{"tool": "alerts"}], {"entities": []})
     m = score_process(traj, out, {})
     assert m["calls"] == 1 and m["tool_coverage"] is None and m["extra_calls"] is None
+
+
+def test_the_agents_own_records_add_tokens_but_not_calls(tmp_path: Path) -> None:
+    traj, out = write(tmp_path, [{"tool": "alerts"}], {"entities": []})
+    reported = tmp_path / "agent-trajectory.jsonl"
+    reported.write_text(json.dumps({"tool": "llm", "input_tokens": 500, "output_tokens": 40}) + "\n")
+    m = score_process(traj, out, GT, reported)
+    assert m["calls"] == 1 and (m["input_tokens"], m["output_tokens"]) == (500, 40)

@@ -34,7 +34,8 @@ def main():
         module.fail_json(msg=f"orchestrator is not importable by {module._name}'s Python: {exc}")
     p = module.params
     ground_truth = yaml.safe_load(Path(p["ground_truth"]).read_text())
-    scores = score_process(Path(p["trajectory"]), Path(p["output"]), ground_truth)
+    reported = Path(p["trajectory"]).with_name("agent-trajectory.jsonl")
+    scores = score_process(Path(p["trajectory"]), Path(p["output"]), ground_truth, reported)
     if not module.check_mode:
         Path(p["result_file"]).write_text(json.dumps(scores, indent=2, sort_keys=True))
     module.exit_json(changed=False, scores=scores)
