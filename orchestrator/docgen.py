@@ -1,7 +1,7 @@
 """Generated docs, one source of truth per fact.
 
 - ``docs/scenario-spec.md`` and ``docs/ground-truth.md`` from the JSON Schemas;
-- ``docs/agent-outputs.md`` from the agent output schemas;
+- ``docs/agent-outputs.md`` from the agent output schemas, ``docs/manifest.md`` from the manifest's;
 - ``docs/faults.md`` from every ``roles/fault_*/meta/argument_specs.yml``;
 - ``docs/scenarios.md`` from every scenario spec and its ground truth.
 
@@ -73,6 +73,13 @@ _INTRO = {
         "Ids are immutable: every id is registered in `scenario_specs/REGISTRY.yaml` with the "
         "application and fault roles it stands for, and validation rejects an id whose meaning "
         "changed, a retired id, and duplicates."
+    ),
+    "manifest": (
+        "The lifecycle's handover step (`roles/agent_access`) writes the manifest to "
+        "`<run dir>/agent/manifest.json` and passes its path in `$OPSBENCH_MANIFEST`. It carries "
+        "nothing about the fault or the ground truth; the observability stack is reached through "
+        "the tool gateway named in `tools`, with the bearer token in `token_file`. See "
+        "[agents.md](agents.md) for writing an agent."
     ),
     "ground_truth": (
         "Ground truth sits beside the spec (`groundTruth`, default `ground_truth.yaml`). "
@@ -359,6 +366,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "docs/scenario-spec.md": functools.partial(render, "scenario", "Scenario spec reference"),
     "docs/ground-truth.md": functools.partial(render, "ground_truth", "Ground-truth reference"),
     "docs/agent-outputs.md": render_outputs,
+    "docs/manifest.md": functools.partial(render, "manifest", "Agent manifest reference"),
     "docs/faults.md": render_faults,
     "docs/scenarios.md": render_scenarios,
 }
