@@ -1,0 +1,69 @@
+"""The same tools as an MCP server (Streamable HTTP transport), mounted in the gateway's ASGI app at /mcp.
+
+Built on the SDK's low-level `Server` rather than `MCPServer`: the tools already have JSON schemas and a dispatch
+function, and the low-level server hands both over unchanged. `tools/list` lists the profile's tools; `tools/call`
+goes through `Gateway.call`, so budgets, scope and the trajectory are the ones REST uses. A refused or failed call
+is a tool result with `isError: true` and the same `{ok, error: {code, message}}` body as REST, so the model sees
+why.
+
+Stateless, JSON-response mode: each POST is answered on its own, no session or server-to-client stream is kept
+(the tools never need to call back).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from .dispatch import Gateway
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_server(gateway: Gateway) -> Server[Any]:
+    async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema()) for t in gateway.tools
+        ])
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        outcome = await anyio.to_thread.run_sync(gateway.call, params.name, params.arguments, "mcp")
+        text = json.dumps(outcome.body(), default=str)
+        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=json.loads(text),
+                                    is_error=not outcome.ok)
+
+    return Server(
+        "opsbench-gateway",
+        version="1",
+        instructions="Tools to investigate and mitigate an incident in one OpsBench run: alerts, metrics, logs, "
+                     "traces, topology and scoped control actions. Long lists are paged: pass `next_page` back "
+                     "as `page` with the same other arguments.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def build_mcp_app(gateway: Gateway, host: str = "127.0.0.1") -> tuple[StreamableHTTPASGIApp,
+                                                                         StreamableHTTPSessionManager]:
+    """The ASGI endpoint and its session manager; the caller runs `manager.run()` for the app's lifetime.
+
+    On a loopback bind, Host/Origin checks (DNS rebinding protection) stay on; on any other bind the bearer token
+    is the only gate, as for REST.
+    """
+    if host in LOOPBACK:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    else:
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    manager = StreamableHTTPSessionManager(app=build_server(gateway), json_response=True, stateless=True,
+                                           security_settings=security)
+    return StreamableHTTPASGIApp(manager), manager

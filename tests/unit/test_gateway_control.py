@@ -1,0 +1,207 @@
+"""Control backends: PodmanControl's podman commands (subprocess mocked, no container is touched) and the flags file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gateway_fixtures import PREFIX, RUN_ID, TOKEN, Clock, make_run_dir
+
+from orchestrator.gateway import Gateway, GatewayOptions, PodmanControl, ToolError, load_context
+from orchestrator.gateway.control import set_flag_variant
+
+
+def container(name: str, entity: str | None, service: str | None, run: str = RUN_ID,
+              state: str = "running", **labels: str) -> dict[str, Any]:
+    all_labels = {"opsbench.run": run, **labels}
+    if entity:
+        all_labels["opsbench.entity"] = entity
+    if service:
+        all_labels["opsbench.service"] = service
+    return {"Names": [name], "Labels": all_labels, "State": state, "Status": "Up 2 minutes"}
+
+
+PS = [
+    container(f"{PREFIX}checkout-1", "checkout-1", "checkout"),
+    container(f"{PREFIX}frontend-1", "frontend-1", "frontend"),
+    container(f"{PREFIX}frontend-2", "frontend-2", "frontend", state="exited"),
+    container(f"{PREFIX}prometheus", "prometheus", "prometheus"),
+    container(f"{PREFIX}loadgen-1", "loadgen-1", "loadgen"),
+    container(f"{PREFIX}redis-exporter", "redis-exporter", "redis-exporter"),
+    container(f"{PREFIX}fault-slow", None, None, **{"opsbench.fault": "slow"}),
+    # A helper that wears an application name is still a fault's container.
+    container(f"{PREFIX}checkout-9", "checkout-9", "checkout", **{"opsbench.fault": "sneaky"}),
+    container("ob-r2-checkout-1", "checkout-1", "checkout", run="r2"),
+]
+
+INSPECT = {
+    "Name": f"{PREFIX}checkout-1", "RestartCount": 2, "ImageName": "localhost/opsbench-shop:current",
+    "State": {"Status": "running", "Running": True, "Paused": False, "OOMKilled": True, "ExitCode": 137,
+              "StartedAt": "2024-05-01T12:00:00Z"},
+    "Config": {"Env": ["SHOP_SERVICE=checkout", "PG_PASSWORD=hunter2", "API_TOKEN=abc"],
+               "Cmd": ["python3", "-m", "shop"], "Labels": {"opsbench.overrides": '{"memory": "12m"}'}},
+    "HostConfig": {"Memory": 12582912, "NanoCpus": 500000000, "RestartPolicy": {"Name": "on-failure"}},
+}
+
+
+class FakePodman:
+    """Stands in for subprocess.run: records each podman command and answers like podman would."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.envs: list[dict[str, str]] = []
+        self.fail = fail
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        assert argv[0] == "podman"
+        assert kwargs["timeout"] > 0 and kwargs["capture_output"] and kwargs["text"]
+        self.calls.append(argv)
+        self.envs.append(kwargs["env"])
+        verb = argv[1] if argv[1] != "container" else argv[2]
+        if verb == self.fail:
+            return subprocess.CompletedProcess(argv, 125, "", "Error: no such container")
+        out = {"ps": json.dumps(PS), "inspect": json.dumps([INSPECT]), "restart": "\n".join(argv[2:])}[verb]
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+
+CONF = {"CONTAINERS_CONF": "/x/containers.conf", "CONTAINERS_STORAGE_CONF": "/x/storage.conf"}
+
+
+def podman_control(podman: FakePodman, flags: Path | None = None) -> PodmanControl:
+    return PodmanControl(RUN_ID, PREFIX, flags, runner=podman, env=CONF)
+
+
+def test_list_shows_only_the_application() -> None:
+    podman = FakePodman()
+    services = podman_control(podman).list_services()
+    assert podman.calls == [["podman", "ps", "-a", "--filter", f"label=opsbench.run={RUN_ID}", "--format", "json"]]
+    assert podman.envs[0]["CONTAINERS_CONF"] == "/x/containers.conf"
+    assert services == [
+        {"service": "checkout", "instances": [{"id": "checkout-1", "state": "running", "status": "Up 2 minutes"}]},
+        {"service": "frontend", "instances": [{"id": "frontend-1", "state": "running", "status": "Up 2 minutes"},
+                                              {"id": "frontend-2", "state": "exited", "status": "Up 2 minutes"}]},
+    ]
+
+
+def test_restart_commands() -> None:
+    podman = FakePodman()
+    control = podman_control(podman)
+    assert control.restart("frontend") == {"service": "frontend", "restarted": ["frontend-1", "frontend-2"]}
+    assert podman.calls[-1] == ["podman", "restart", f"{PREFIX}frontend-1", f"{PREFIX}frontend-2"]
+    assert control.restart("frontend", f"{PREFIX}frontend-2")["restarted"] == ["frontend-2"]
+    assert podman.calls[-1] == ["podman", "restart", f"{PREFIX}frontend-2"]
+    control.restart("checkout")
+    assert podman.calls[-1] == ["podman", "restart", f"{PREFIX}checkout-1"]  # never the fault's checkout-9
+
+
+@pytest.mark.parametrize(("service", "instance", "code"), [
+    ("prometheus", None, "denied"),
+    ("loadgen", None, "denied"),
+    ("redis-exporter", None, "denied"),
+    ("checkout", "fault-slow", "denied"),
+    ("checkout", "checkout-9", "not_found"),  # labelled opsbench.fault: not an instance of the application
+    ("checkout", "frontend-1", "not_found"),
+    ("nothing", None, "not_found"),
+])
+def test_restart_refuses_anything_but_the_application(service: str, instance: str | None, code: str) -> None:
+    podman = FakePodman()
+    with pytest.raises(ToolError) as err:
+        podman_control(podman).restart(service, instance)
+    assert err.value.code == code
+    assert not [c for c in podman.calls if c[1] == "restart"]
+
+
+def test_describe_redacts_secrets_and_hides_labels() -> None:
+    podman = FakePodman()
+    described = podman_control(podman).describe_service("checkout")
+    assert podman.calls[-1] == ["podman", "container", "inspect", f"{PREFIX}checkout-1"]
+    (inst,) = described["instances"]
+    assert inst["env"] == {"SHOP_SERVICE": "checkout", "PG_PASSWORD": "[redacted]", "API_TOKEN": "[redacted]"}
+    assert (inst["oom_killed"], inst["exit_code"], inst["restarts"]) == (True, 137, 2)
+    assert (inst["memory_limit_bytes"], inst["cpus"], inst["restart_policy"]) == (12582912, 0.5, "on-failure")
+    assert "overrides" not in json.dumps(described)  # a fault's bookkeeping label must not leak
+
+
+def test_podman_failure_is_backend_error() -> None:
+    with pytest.raises(ToolError) as err:
+        podman_control(FakePodman(fail="restart")).restart("checkout")
+    assert err.value.code == "backend_error" and "no such container" in err.value.message
+
+
+def test_not_supported_on_podman_yet() -> None:
+    control = podman_control(FakePodman())
+    for call in (lambda: control.scale("checkout", 2), lambda: control.set_env("checkout", {"A": "1"}),
+                 lambda: control.rollback("checkout")):
+        with pytest.raises(ToolError) as err:
+            call()
+        assert err.value.code == "not_supported"
+
+
+def test_toggle_flag_edits_the_flags_file(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path, "http://127.0.0.1:9")
+    flags_file = run_dir / "env" / "flags" / "flags.json"
+    control = podman_control(FakePodman(), flags_file)
+    before = json.loads(flags_file.read_text())["flags"]
+
+    assert control.toggle_flag("paymentServiceFailure", on=False) == {
+        "flag": "paymentServiceFailure", "previous": "on", "current": "off"}
+    after = json.loads(flags_file.read_text())["flags"]
+    assert after["paymentServiceFailure"] == {**before["paymentServiceFailure"], "defaultVariant": "off"}
+    assert {k: v for k, v in after.items() if k != "paymentServiceFailure"} == {
+        k: v for k, v in before.items() if k != "paymentServiceFailure"}
+    assert oct(flags_file.stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in flags_file.parent.iterdir()] == ["flags.json"]  # no temp file left behind
+
+    assert control.toggle_flag("cartServiceFailure", on=True)["current"] == "on"
+    with pytest.raises(ToolError) as err:
+        control.toggle_flag("loadgeneratorFloodHomepage", on=True)
+    assert err.value.code == "denied"
+    with pytest.raises(ToolError) as err:
+        control.toggle_flag("noSuchFlag", on=True)
+    assert err.value.code == "not_found" and "cartServiceFailure" in err.value.message
+    assert "loadgenerator" not in err.value.message
+    assert control.list_flags() == ["cartServiceFailure", "paymentServiceFailure"]
+
+
+def test_set_flag_variant_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "flags.json"
+    path.write_text(json.dumps({"flags": {"f": {"state": "ENABLED", "variants": {"on": 1, "off": 0},
+                                                "defaultVariant": "off"}}}))
+    mtime = path.stat().st_mtime_ns
+    assert set_flag_variant(path, "f", "off") == ("off", "off")
+    assert path.stat().st_mtime_ns == mtime  # unchanged: not rewritten
+
+
+def test_local_environment_gets_podman_control_through_the_gateway(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path, "http://127.0.0.1:9")
+    ctx = load_context(run_dir, GatewayOptions())
+    assert isinstance(ctx.control, PodmanControl)
+    assert ctx.control.prefix == PREFIX and ctx.control.run_id == RUN_ID
+    podman = FakePodman()
+    ctx.control._run = podman
+    ctx.control._env = CONF
+    ctx.clock = Clock()
+    gw = Gateway(ctx)
+    outcome = gw.call("restart", {"service": "frontend", "instance": "frontend-1"})
+    assert outcome.ok and podman.calls[-1] == ["podman", "restart", f"{PREFIX}frontend-1"]
+    outcome = gw.call("toggle_flag", {"flag": "paymentServiceFailure", "state": "off"})
+    assert outcome.ok and outcome.result["previous"] == "on"
+    assert ctx.current_token() == TOKEN
+
+
+def test_flags_file_outside_the_run_is_not_served(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path, "http://127.0.0.1:9")
+    env = json.loads((run_dir / "environment.json").read_text())
+    env["control"]["flags_file"] = str(tmp_path / "elsewhere.json")
+    env["telemetry"] = "/var/log"
+    (run_dir / "environment.json").write_text(json.dumps(env))
+    ctx = load_context(run_dir, GatewayOptions())
+    assert isinstance(ctx.control, PodmanControl) and ctx.control.flags_file is None
+    assert ctx.telemetry_dir is None
+    gw = Gateway(ctx)
+    assert gw.call("toggle_flag", {"flag": "paymentServiceFailure", "state": "off"}).body()["error"]["code"] == \
+        "not_supported"
+    assert gw.call("search_logs", {}).body()["error"]["code"] == "not_supported"

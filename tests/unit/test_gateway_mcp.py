@@ -1,0 +1,106 @@
+"""The gateway's MCP endpoint, spoken to by the `mcp` SDK's client over real Streamable HTTP (uvicorn in a thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import uvicorn
+from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir, trajectory
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from orchestrator.gateway.rest import create_app
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class Served:
+    def __init__(self, run_dir: Path, **options: Any) -> None:
+        self.run_dir = run_dir
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(create_app(make_gateway(run_dir, **options)),
+                                                    log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "gateway did not start"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def obs() -> Iterator[FakeObservability]:
+    fake = FakeObservability()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path, obs: FakeObservability) -> Iterator[Served]:
+    s = Served(make_run_dir(tmp_path, obs.url), profile="observe-only", max_calls=4)
+    yield s
+    s.stop()
+
+
+async def session(url: str, mode: str, token: str = TOKEN) -> dict[str, Any]:
+    """List the tools, then make three calls: one fine, one denied by scope, one outside the profile."""
+    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+                Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode) as client):
+        listed = await client.list_tools()
+        alerts = await client.call_tool("get_alerts", {"limit": 2})
+        scoped = await client.call_tool("search_logs", {"service": "loadgen"})
+        control = await client.call_tool("restart", {"service": "checkout"})
+        version = client.protocol_version
+    return {"tools": listed.tools, "alerts": alerts, "scoped": scoped, "control": control, "version": version}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_mcp_tools_share_dispatch_with_rest(served: Served, mode: str) -> None:
+    out = asyncio.run(session(served.url, mode))
+    assert out["version"] == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]
+
+    names = [t.name for t in out["tools"]]
+    assert names == ["get_alerts", "query_metrics", "search_logs", "get_traces", "get_topology"]
+    logs = next(t for t in out["tools"] if t.name == "search_logs")
+    assert logs.input_schema["properties"]["limit"]["maximum"] == 1000
+
+    alerts = out["alerts"]
+    assert not alerts.is_error
+    assert alerts.structured_content["ok"] is True
+    assert alerts.structured_content["result"]["total"] == 3 and alerts.structured_content["next_page"]
+    assert '"fingerprint": "f2"' in alerts.content[0].text
+
+    assert out["scoped"].is_error and out["scoped"].structured_content["error"]["code"] == "denied"
+    assert out["control"].is_error and out["control"].structured_content["error"]["code"] == "denied"
+
+    # One budget for both transports: 3 MCP calls so far, the 4th (REST) is the last one allowed.
+    assert httpx.post(f"{served.url}/v1/tools/get_topology", headers=AUTH, json={}).status_code == 200
+    resp = httpx.post(f"{served.url}/v1/tools/get_topology", headers=AUTH, json={})
+    assert resp.status_code == 429
+
+    records = trajectory(served.run_dir)
+    assert [(r["tool"], r["status"], r["transport"]) for r in records] == [
+        ("get_alerts", "ok", "mcp"), ("search_logs", "denied", "mcp"), ("restart", "denied", "mcp"),
+        ("get_topology", "ok", "rest"), ("get_topology", "denied", "rest")]
+
+
+def test_mcp_without_the_token_is_refused(served: Served) -> None:
+    with pytest.raises(ExceptionGroup) as caught:  # the SDK's task groups wrap the error the 401 became
+        asyncio.run(session(served.url, "auto", token="wrong"))
+    assert caught.group_contains(MCPError, depth=None)
+    assert trajectory(served.run_dir) == []
