@@ -78,11 +78,14 @@ def list_(as_json: bool) -> None:
 
 @main.command()
 @click.argument("scenario")
-@click.option("--agent", help="Agent command, run with OPSBENCH_MANIFEST set (default: the probe agent).")
+@click.option("--agent", help="Agent command, run with OPSBENCH_MANIFEST set (default: the heuristic baseline agent).")
 @click.option("--keep", is_flag=True, help="Leave the environment deployed after the run.")
+@click.option("--tool-profile", default="full", show_default=True,
+              type=click.Choice(["full", "no-traces", "metrics-only", "observe-only"]),
+              help="Which tools the gateway offers the agent (evidence ablations, as in CUJBench).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def run(scenario: str, agent: str | None, keep: bool, as_json: bool, quiet: bool) -> None:
+def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, as_json: bool, quiet: bool) -> None:
     """Run SCENARIO (an id or a path) end to end: deploy, inject, agent, evaluate, clean up."""
     from orchestrator.lifecycle import Progress, Run
     from orchestrator.progress import TerminalProgress
@@ -90,7 +93,7 @@ def run(scenario: str, agent: str | None, keep: bool, as_json: bool, quiet: bool
 
     scn = find_scenario(scenario)
     progress = Progress() if quiet else TerminalProgress().as_progress()
-    the_run = Run.create(scn, agent, keep=keep, progress=progress)
+    the_run = Run.create(scn, agent, keep=keep, progress=progress, tool_profile=tool_profile)
     if not quiet:
         click.echo(f"run {the_run.id}: scenario {scn.id} (state in {the_run.run_dir})", err=True)
     summary = the_run.execute()

@@ -43,7 +43,7 @@ TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
 # Undo step -> the step whose start makes it necessary.
 UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
 DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
-DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.probe"
+DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.heuristic"
 PORT_BLOCK = 10
 
 
@@ -121,7 +121,7 @@ class Run:
     # -- creation -------------------------------------------------------------------------
     @classmethod
     def create(cls, scn: Scenario, agent: str | None, keep: bool = False,
-               progress: Progress | None = None) -> Run:
+               progress: Progress | None = None, tool_profile: str = "full") -> Run:
         run_id = new_run_id()
         run_dir = paths.runs_dir() / run_id
         (run_dir / "steps").mkdir(parents=True)
@@ -135,6 +135,7 @@ class Run:
             "run_dir": str(run_dir),
             "agent": agent or DEFAULT_AGENT,
             "keep": keep,
+            "tool_profile": tool_profile,
             "status": "running",
             "started": [],
             "done": [],
@@ -206,6 +207,7 @@ class Run:
             ev["opsbench_faults"] = v["faults"]
         elif step == "handover":
             ev["opsbench_manifest"] = v["manifest"]
+            ev["opsbench_tool_profile"] = self.state.get("tool_profile", "full")
         elif step == "evaluate":
             ev["opsbench_evaluators"] = v["evaluators"]
             ev["opsbench_ground_truth"] = v["ground_truth"]

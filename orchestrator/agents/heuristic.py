@@ -13,7 +13,8 @@ It sees only what any agent sees: the manifest and the run's tool gateway (REST)
 4. for a ``mitigate`` task it restarts the root-cause instances (the standard first response).
 
 Run as ``python -m orchestrator.agents.heuristic`` with OPSBENCH_MANIFEST set (the default
-agent of ``make scenario``). It is a baseline, not a contender: it proves scenarios solvable
+agent of ``opsbench run`` and ``make scenario``). Where the environment has no alerting, it
+falls back to the probe agent's endpoint checks. It is a baseline, not a contender: it proves scenarios solvable
 and gives the leaderboard a floor.
 """
 
@@ -55,6 +56,7 @@ class GatewayClient:
 
     def __init__(self, url: str, token: str) -> None:
         self.url, self.token = url.rstrip("/"), token
+        self.next_page: str | None = None  # of the last call: pass as ``page`` for the next one
 
     def __call__(self, tool: str, **args: Any) -> Any:
         req = urllib.request.Request(
@@ -67,6 +69,7 @@ class GatewayClient:
             body = json.loads(exc.read() or b"{}")
         if not body.get("ok"):
             raise ToolError(tool, (body.get("error") or {}).get("message", "no reason given"))
+        self.next_page = body.get("next_page")
         return body.get("result")
 
 
@@ -144,28 +147,42 @@ def diagnose(alerts: list[dict[str, Any]], topology: dict[str, Any]) -> dict[str
     }
 
 
-def mitigate(call: Call, diagnosis: dict[str, Any]) -> dict[str, Any]:
-    """Restart every root-cause entity; report what each restart returned."""
+def mitigate(call: Call, diagnosis: dict[str, Any], topology: dict[str, Any]) -> dict[str, Any]:
+    """Restart every root-cause entity (its instance, or every instance of its service)."""
+    owner = {e["target"]: e["source"] for e in topology.get("edges", []) if e.get("type") == "owns"}
     actions = []
     for ent in diagnosis["entities"]:
         if not ent.get("root_cause"):
             continue
+        target = ent["id"]
+        args = {"service": owner[target], "instance": target} if target in owner else {"service": target}
         try:
-            result = call("restart", target=ent["id"])
-            actions.append({"action": "restart", "target": ent["id"], "result": json.dumps(result)[:500]})
+            result = call("restart", **args)
+            actions.append({"action": "restart", "target": target, "result": json.dumps(result)[:500]})
         except ToolError as exc:
-            actions.append({"action": "restart", "target": ent["id"], "result": f"refused: {exc}"})
+            actions.append({"action": "restart", "target": target, "result": f"refused: {exc}"})
     return {"actions": actions, "plan": "restart the root-cause entities; if alerts persist, roll back their "
                                         "last change and restore their configuration"}
 
 
 def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
     kinds = {t["kind"] for t in manifest.get("tasks", [])}
-    alerts = _alert_list(call("get_alerts"))
+    try:
+        alerts = _alert_list(call("get_alerts", limit=200))
+    except ToolError:
+        # An environment without alerting (loopweb): probe the application's endpoints instead.
+        from orchestrator.agents.probe import diagnose as probe
+        return probe(manifest)
+    for _ in range(20):  # a storm bigger than one page: follow the pages
+        page = getattr(call, "next_page", None)
+        if not page:
+            break
+        alerts += _alert_list(call("get_alerts", limit=200, page=page))
     topology = call("get_topology")
-    output = diagnose(alerts, topology if isinstance(topology, dict) else {})
+    topology = topology if isinstance(topology, dict) else {}
+    output = diagnose(alerts, topology)
     if "mitigate" in kinds and output.get("incident"):
-        output.update(mitigate(call, output))
+        output.update(mitigate(call, output, topology))
     elif "mitigate" in kinds:
         output.update({"actions": [], "plan": "no incident: nothing to do"})
     return output
@@ -173,9 +190,9 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
 
 def main() -> int:
     manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
-    gateway = manifest.get("gateway") or {}
+    gateway = manifest.get("tools") or {}
     if not gateway.get("url"):
-        print("the manifest names no tool gateway (manifest.gateway.url)", file=sys.stderr)
+        print("the manifest names no tool gateway (manifest.tools.url)", file=sys.stderr)
         return 2
     token = Path(manifest["token_file"]).read_text().strip()
     output = run(manifest, GatewayClient(gateway["url"], token))

@@ -41,7 +41,7 @@ def diagnose(manifest: dict[str, Any]) -> dict[str, Any]:
     propagations: list[dict[str, Any]] = []
     if down:
         for svc in down:
-            entities.append({"id": svc, "root_cause": True})
+            entities.append({"id": svc, "root_cause": True, "layer": "runtime", "fault_type": "process_down"})
             for e in edges:
                 if e["type"] == "calls" and e["target"] == svc and e["source"] in failing:
                     entities.append({"id": e["source"], "root_cause": False})
@@ -51,7 +51,8 @@ def diagnose(manifest: dict[str, Any]) -> dict[str, Any]:
     elif failing:
         for svc in failing:
             configs = [o for o in owned.get(svc, []) if o.endswith("-config")]
-            entities.append({"id": configs[0] if configs else svc, "root_cause": True})
+            entities.append({"id": configs[0] if configs else svc, "root_cause": True,
+                             "layer": "configuration", "fault_type": "wrong_endpoint"})
             entities.append({"id": svc, "root_cause": False})
     return {
         "schema": "opsbench/diagnosis/v1",

@@ -33,6 +33,8 @@ class GatewayOptions:
     max_calls: int | None = None
     deadline: float | None = None
     """Unix time after which every call is refused."""
+    hidden_families: tuple[str, ...] = ()
+    """Evidence families the scenario masks (e.g. traces off): their tools are neither listed nor callable."""
 
 
 @dataclass

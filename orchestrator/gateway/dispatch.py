@@ -63,7 +63,7 @@ class Gateway:
 
     def __init__(self, ctx: RunContext, trajectory: TrajectoryLog | None = None) -> None:
         self.ctx = ctx
-        self.tools = profile_tools(ctx.options.profile)
+        self.tools = [t for t in profile_tools(ctx.options.profile) if t.family not in ctx.options.hidden_families]
         self._visible = {t.name: t for t in self.tools}
         self.trajectory = trajectory or TrajectoryLog(ctx.gateway_dir / "trajectory.jsonl")
         self._calls = 0

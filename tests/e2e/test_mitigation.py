@@ -1,5 +1,6 @@
 """Mitigation scored for real: the shop's cart is stopped, an agent starts it (or does not), and
-evaluate_mitigation decides from the environment's state; evaluate_process reads the trajectory."""
+evaluate_mitigation decides from the environment's state; evaluate_process reads the gateway's
+trajectory. The agent acts through the run's tool gateway (REST), as every agent must."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import ansible_env
-
 from .conftest import run_json
 
 pytestmark = pytest.mark.e2e
@@ -19,26 +18,26 @@ AGENT = Path(__file__).parent / "agents" / "oracle_restart.py"
 
 
 def agent_command(*args: str) -> str:
-    podman_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ansible_env().items() if k.startswith("CONTAINERS_"))
-    return f"env {podman_env} {shlex.quote(sys.executable)} {shlex.quote(str(AGENT))} " + " ".join(args)
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))} " + " ".join(args)
 
 
 def test_restarting_the_stopped_service_mitigates_with_an_mttr(home: Path) -> None:
-    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart-1"))
+    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart", "cart-1"))
     assert rc == 0, (result.get("reason"), result.get("phases"))
     mitigation = result["evaluations"]["mitigation"]
     assert mitigation["status"] == "scored", mitigation
     assert (mitigation["mitigation_pass"], mitigation["alerts_cleared"], mitigation["state_ok"]) == (1.0, 1.0, 1.0)
     assert mitigation["actions"] == 1
     assert mitigation["mttr"] is not None and 0 < mitigation["mttr"] < 150
-    process = result["evaluations"]["process"]
+    process = result["evaluations"]["process"]  # from the gateway's log: get_alerts, restart
     assert (process["calls"], process["submitted"], process["trajectory"]) == (2, 1.0, "recorded")
+    assert process["invalid_actions"] == 0
     assert (process["input_tokens"], process["output_tokens"]) == (1120, 58)
     assert result["cleanup"] == "done" and result["recovered"] is True
 
 
 def test_leaving_the_fault_in_place_fails_on_state_not_on_the_report(home: Path) -> None:
-    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart-1", "--no-fix"))
+    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart", "cart-1", "--no-fix"))
     assert rc == 0, (result.get("reason"), result.get("phases"))
     mitigation = result["evaluations"]["mitigation"]
     assert mitigation["status"] == "scored" and mitigation["mitigation_pass"] == 0.0

@@ -142,3 +142,12 @@ def test_openapi_is_generated_from_the_tools(run_dir: Path) -> None:
     assert {"200", "401", "403", "404", "422", "429", "501", "502"} <= set(metrics["responses"])
     assert metrics["security"] == [{"HTTPBearer": []}]
     assert "/v1/health" in doc["paths"]
+
+
+def test_masked_evidence_families_are_neither_listed_nor_callable(run_dir: Path) -> None:
+    # A scenario variant with traces and logs off (e.g. shop-redis-out-of-memory-no-logs).
+    with client_for(run_dir, hidden_families=("traces", "logs")) as c:
+        names = [t["name"] for t in c.get("/v1/tools", headers=AUTH).json()["tools"]]
+        assert "get_traces" not in names and "search_logs" not in names and "query_metrics" in names
+        resp = c.post("/v1/tools/get_traces", headers=AUTH, json={})
+        assert (resp.status_code, resp.json()["error"]["code"]) == (403, "denied")

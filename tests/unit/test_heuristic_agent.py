@@ -65,6 +65,6 @@ def test_mitigation_restarts_the_root_cause_and_reports_refusals() -> None:
         raise ToolError(tool, "denied: not in scope")
 
     out = run({"tasks": [{"kind": "diagnose"}, {"kind": "mitigate"}]}, call)
-    assert ("restart", {"target": "cart-1"}) in calls
+    assert ("restart", {"service": "cart", "instance": "cart-1"}) in calls
     assert out["actions"] == [{"action": "restart", "target": "cart-1",
                                "result": "refused: restart: denied: not in scope"}]

@@ -1,39 +1,41 @@
-"""Test-only mitigation agent: starts one container of its run with podman and reports it.
+"""Test-only mitigation agent: restarts one instance through the run's tool gateway and reports it.
 
-It is an oracle (it is told what to restart), so it exercises the mitigation evaluator and
-the trajectory, not agent skill. With ``--no-fix`` it only reports, leaving the fault in place.
+It is an oracle (it is told what to restart), so it exercises the gateway's control path, the
+mitigation evaluator and the trajectory, not agent skill. With ``--no-fix`` it only looks at
+the alerts and reports, leaving the fault in place.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
+from pathlib import Path
+
+from orchestrator.agents.heuristic import GatewayClient, ToolError
 
 
 def main() -> int:
-    entity, fix = sys.argv[1], "--no-fix" not in sys.argv
-    run_id = os.environ["OPSBENCH_RUN_ID"]
-    trajectory = open(os.environ["OPSBENCH_TRAJECTORY"], "a")  # noqa: SIM115 - appended to all along
-    with open(os.environ["OPSBENCH_MANIFEST"]) as f:
-        manifest = json.load(f)
-    trajectory.write(json.dumps({"ts": time.time(), "tool": "alerts", "args": {}, "status": "ok",
-                                 "input_tokens": 120, "output_tokens": 8}) + "\n")
+    service, instance = sys.argv[1], sys.argv[2]
+    fix = "--no-fix" not in sys.argv
+    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
+    tools = GatewayClient(manifest["tools"]["url"], Path(manifest["token_file"]).read_text().strip())
+    tools("get_alerts")
     actions = []
     if fix:
-        name = f"ob-{run_id}-{entity}"
-        proc = subprocess.run(["podman", "start", name], capture_output=True, text=True, check=False)
-        trajectory.write(json.dumps({"ts": time.time(), "tool": "restart", "args": {"target": entity},
-                                     "status": "ok" if proc.returncode == 0 else "error"}) + "\n")
-        actions.append({"action": "start", "target": entity, "result": (proc.stdout + proc.stderr).strip()})
-    trajectory.close()
+        try:
+            result = json.dumps(tools("restart", service=service, instance=instance))
+        except ToolError as exc:
+            result = f"refused: {exc}"
+        actions.append({"action": "restart", "target": instance, "result": result[:500]})
+    # What an LLM agent would report about its own usage (the gateway logs the tool calls).
+    with open(os.environ["OPSBENCH_TRAJECTORY"], "a") as f:
+        f.write(json.dumps({"ts": time.time(), "tool": "llm", "input_tokens": 120, "output_tokens": 8}) + "\n")
     out = {"schema": "opsbench/mitigation/v1", "actions": actions,
-           "plan": f"{entity} was down; started it again" if fix else "observed only",
+           "plan": f"{instance} was down; restarted it" if fix else "observed only",
            "usage": {"input_tokens": 1000, "output_tokens": 50}}
-    with open(manifest["output"]["path"], "w") as f:
-        json.dump(out, f)
+    Path(manifest["output"]["path"]).write_text(json.dumps(out))
     return 0
 
 
