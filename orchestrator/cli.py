@@ -83,9 +83,13 @@ def list_(as_json: bool) -> None:
 @click.option("--tool-profile", default="full", show_default=True,
               type=click.Choice(["full", "no-traces", "metrics-only", "observe-only"]),
               help="Which tools the gateway offers the agent (evidence ablations, as in CUJBench).")
+@click.option("--remote-agent", "remote_port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+              help="Serve the HTTP agent API on PORT for a remote agent instead of running a command; the key is "
+                   "OPSBENCH_AGENT_API_KEY (or the file in OPSBENCH_AGENT_API_KEY_FILE).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, as_json: bool, quiet: bool) -> None:
+def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, remote_port: int | None, as_json: bool,
+        quiet: bool) -> None:
     """Run SCENARIO (an id or a path) end to end: deploy, inject, agent, evaluate, clean up."""
     from orchestrator.lifecycle import Progress, Run
     from orchestrator.progress import TerminalProgress
@@ -93,10 +97,24 @@ def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, as_json
 
     scn = find_scenario(scenario)
     progress = Progress() if quiet else TerminalProgress().as_progress()
+    remote = None
+    if remote_port is not None:
+        if agent:
+            raise OpsBenchError("give either --agent or --remote-agent, not both")
+        remote = _agent_api(remote_port)
+        agent = f"remote agent via {remote.url}"
     the_run = Run.create(scn, agent, keep=keep, progress=progress, tool_profile=tool_profile)
+    the_run.remote = remote
     if not quiet:
         click.echo(f"run {the_run.id}: scenario {scn.id} (state in {the_run.run_dir})", err=True)
-    summary = the_run.execute()
+        if remote is not None:
+            click.echo(f"agent API at {remote.url}: the manifest is served at /v1/manifest once the incident is "
+                       "handed over", err=True)
+    try:
+        summary = the_run.execute()
+    finally:
+        if remote is not None:
+            remote.close()
     if as_json:
         _emit_json(summary)
     else:
@@ -168,6 +186,29 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
                 click.echo(f"{key}.{sub}: {result[key][sub]}")
         else:
             click.echo(f"{key}: {result[key]}")
+
+
+def _agent_api(port: int) -> Any:
+    """Start the agent API for a remote agent with the operator's key (env var or key file)."""
+    import os
+
+    from orchestrator.agent_api import AgentAPI
+
+    key = os.environ.get("OPSBENCH_AGENT_API_KEY", "")
+    key_file = os.environ.get("OPSBENCH_AGENT_API_KEY_FILE")
+    if not key and key_file:
+        try:
+            key = Path(key_file).read_text().strip()
+        except OSError as exc:
+            raise OpsBenchError(f"cannot read OPSBENCH_AGENT_API_KEY_FILE {key_file}: {exc.strerror}") from exc
+    if len(key) < 16:
+        raise OpsBenchError("--remote-agent needs a key of 16+ characters in OPSBENCH_AGENT_API_KEY "
+                            "(or OPSBENCH_AGENT_API_KEY_FILE); the remote agent sends it as a bearer token")
+    try:
+        api = AgentAPI(key, port=port)
+    except OSError as exc:
+        raise OpsBenchError(f"cannot serve the agent API on port {port}: {exc.strerror}") from exc
+    return api.__enter__()
 
 
 @main.command("verify-scenarios")

@@ -24,6 +24,7 @@ from typing import Any
 
 from orchestrator import paths, store
 from orchestrator.agent import AgentResult, kill_group, run_agent
+from orchestrator.agent_api import AgentAPI
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.evaluation.outputs import SCHEMAS
 from orchestrator.runner import EventHandler, StepResult, run_playbook, terminate_playbook
@@ -117,6 +118,8 @@ class Run:
         self.progress = progress or Progress()
         self.run_dir = Path(state["run_dir"])
         self.interrupts: Interrupts | None = None
+        # A remote agent's API server (orchestrator/agent_api.py); set by the caller, never persisted.
+        self.remote: AgentAPI | None = None
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -286,19 +289,10 @@ class Run:
         started_at = time.time()
         agent_dir = self.run_dir / "agent"
         budget = int(self.state["budget"]["wallClockSeconds"])
-
-        def on_start(pid: int) -> None:
-            self.state["agent_pid"] = pid
-            self._save()
-
-        result = run_agent(
-            self.state["agent"], agent_dir,
-            {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"),
-             "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
-             "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"),
-             "OPSBENCH_RUN_ID": self.id},
-            budget, self._interrupted, on_start,
-        )
+        if self.remote is not None:
+            result = self._remote_agent(agent_dir, budget)
+        else:
+            result = self._command_agent(agent_dir, budget)
         if result.status in ("timeout", "interrupted") and (agent_dir / "output.json").exists():
             # Past the budget nothing counts: keep the late output aside, score no_submission.
             (agent_dir / "output.json").replace(agent_dir / "output.late.json")
@@ -312,6 +306,37 @@ class Run:
         store.end_phase(self.id, seq, result.status, result.detail or None)
         self.progress.step_ended("agent", result.status, result.elapsed, result.detail)
         return result
+
+    def _remote_agent(self, agent_dir: Path, budget: int) -> AgentResult:
+        """Hand the manifest to the remote agent through the agent API and wait for it."""
+        import json
+
+        from orchestrator.agent_api import wait_for_remote
+        assert self.remote is not None
+        manifest = json.loads((agent_dir / "manifest.json").read_text())
+        token = (self.run_dir / "secrets" / "agent_token").read_text().strip()
+        start = time.monotonic()
+        self.remote.ready(manifest, token, agent_dir / "output.json")
+        self.progress.message(f"manifest ready for the remote agent at {self.remote.url}/v1/manifest")
+        status, detail = wait_for_remote(self.remote, budget, self._interrupted)
+        self.remote.close()
+        (agent_dir / "agent-api.jsonl").write_text(
+            "".join(json.dumps(e) + "\n" for e in self.remote.state.events))
+        return AgentResult(status, 0 if status == "exited" else None, time.monotonic() - start, detail)
+
+    def _command_agent(self, agent_dir: Path, budget: int) -> AgentResult:
+        def on_start(pid: int) -> None:
+            self.state["agent_pid"] = pid
+            self._save()
+
+        return run_agent(
+            self.state["agent"], agent_dir,
+            {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"),
+             "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
+             "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"),
+             "OPSBENCH_RUN_ID": self.id},
+            budget, self._interrupted, on_start,
+        )
 
     # -- the whole run --------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
