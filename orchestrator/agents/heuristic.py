@@ -10,7 +10,9 @@ It sees only what any agent sees: the manifest and the run's tool gateway (REST)
    symptom wins;
 3. layer and fault type follow from the root's alerts (a fixed table), the propagation chain
    walks the ``calls`` edges back up through alerting callers;
-4. for a ``mitigate`` task it restarts the root-cause instances (the standard first response).
+4. for a ``mitigate`` task it restarts the root-cause instances (the standard first response),
+   or rolls their service back to its deployed image and configuration when the fault type
+   says the deployment changed (crash loop, OOM, bad image, wrong binary, throttling, config).
 
 Run as ``python -m orchestrator.agents.heuristic`` with OPSBENCH_MANIFEST set (the default
 agent of ``opsbench run`` and ``make scenario``). Where the environment has no alerting, it
@@ -47,6 +49,9 @@ DIAGNOSES = [
     ("ServiceErrorRateHigh", ("application", "error_response")),
 ]
 NOT_APPLICATION = ("loadgen",)
+# Fault types a restart does not cure but redeploying as deployed (rollback) does.
+REDEPLOY = {"crash_loop", "oom_kill", "bad_image", "wrong_binary", "cpu_throttle", "wrong_endpoint",
+            "wrong_credentials"}
 
 Call = Callable[..., Any]
 
@@ -148,19 +153,25 @@ def diagnose(alerts: list[dict[str, Any]], topology: dict[str, Any]) -> dict[str
 
 
 def mitigate(call: Call, diagnosis: dict[str, Any], topology: dict[str, Any]) -> dict[str, Any]:
-    """Restart every root-cause entity (its instance, or every instance of its service)."""
+    """Restart every root-cause entity (its instance, or every instance of its service); roll back the
+    service instead when the fault type says its deployment was changed."""
     owner = {e["target"]: e["source"] for e in topology.get("edges", []) if e.get("type") == "owns"}
     actions = []
     for ent in diagnosis["entities"]:
         if not ent.get("root_cause"):
             continue
         target = ent["id"]
-        args = {"service": owner[target], "instance": target} if target in owner else {"service": target}
+        service = owner.get(target, target)
+        if ent.get("fault_type") in REDEPLOY:  # a bad change to the deployment: undo it
+            action, args = "rollback", {"service": service}
+        else:
+            action = "restart"
+            args = {"service": service, "instance": target} if target in owner else {"service": target}
         try:
-            result = call("restart", **args)
-            actions.append({"action": "restart", "target": target, "result": json.dumps(result)[:500]})
+            result = call(action, **args)
+            actions.append({"action": action, "target": target, "result": json.dumps(result)[:500]})
         except ToolError as exc:
-            actions.append({"action": "restart", "target": target, "result": f"refused: {exc}"})
+            actions.append({"action": action, "target": target, "result": f"refused: {exc}"})
     return {"actions": actions, "plan": "restart the root-cause entities; if alerts persist, roll back their "
                                         "last change and restore their configuration"}
 

@@ -121,7 +121,8 @@ def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id
     ctl = environment.get("control") or {}
     prefix = str(ctl.get("container_prefix") or "")
     if control is None and prefix:
-        control = PodmanControl(run_id, prefix, _inside(run_dir, ctl.get("flags_file")))
+        control = PodmanControl(run_id, prefix, _inside(run_dir, ctl.get("flags_file")),
+                                spec_file=run_dir / "env" / "containers.json")
     return RunContext(
         run_dir=run_dir,
         run_id=run_id,

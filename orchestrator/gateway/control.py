@@ -59,6 +59,21 @@ class ControlBackend(Protocol):
 
 # -- feature flags (flagd file format, see roles/env_shop/files/app/shop/flags.py) -----------------------------------
 
+def podman_helpers() -> Any:
+    """roles/podman_control's module_utils (run_args, apply_overrides): the one definition of how a run's
+    container is created from its spec, shared with the fault roles."""
+    import importlib.util
+
+    from orchestrator import paths
+
+    file = paths.ROLES_DIR / "podman_control" / "module_utils" / "opsbench_podman.py"
+    spec = importlib.util.spec_from_file_location("opsbench_podman", file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def read_flags(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text())
@@ -174,17 +189,18 @@ class PodmanControl:
     is machinery (load generator, Prometheus, Alertmanager, exporters). Only those are listed, described or
     restarted. `toggle_flag` edits the flagd file the services read.
 
-    Not supported on this backend yet (they answer `not_supported`): `scale` (needs creating containers from the
-    deploy's specs and joining the network alias), `set_env` and `rollback` (need recreating a container from its
-    recorded spec, which today only fault roles do through `roles/podman_control`).
+    `set_env` and `rollback` recreate a service's instances from the deploy's recorded specs
+    (`env/containers.json`) through the same helpers the fault roles use. Not supported on this backend yet
+    (answers `not_supported`): `scale` (needs new instances joining the service's network alias).
     """
 
     def __init__(self, run_id: str, container_prefix: str, flags_file: Path | None,
                  runner: Runner = subprocess.run, env: Mapping[str, str] | None = None,
-                 timeout: float = 90.0) -> None:
+                 timeout: float = 90.0, spec_file: Path | None = None) -> None:
         self.run_id = run_id
         self.prefix = container_prefix
         self.flags_file = flags_file
+        self.spec_file = spec_file  # env/containers.json: how the deploy created each container
         self._run = runner
         self._env = dict(env) if env is not None else None
         self.timeout = timeout
@@ -276,11 +292,51 @@ class PodmanControl:
     def scale(self, service: str, replicas: int) -> dict[str, Any]:
         raise ToolError("not_supported", "scale is not supported on the local (podman) backend yet")
 
+    def _specs(self, service: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The deploy's common parameters and the specs of ``service``'s instances (env/containers.json)."""
+        if is_internal(service):
+            raise denied(f"service: {service!r} is not part of the application", field="service")
+        if self.spec_file is None or not self.spec_file.is_file():
+            raise ToolError("not_supported", "this environment recorded no container specs to recreate from")
+        data = json.loads(self.spec_file.read_text())
+        mine = [c for c in data["containers"] if c.get("service", c["id"]) == service and not is_internal(c["id"])]
+        if not mine:
+            raise ToolError("not_found", f"service: {service!r} has no containers in this run", field="service")
+        return data["common"], sorted(mine, key=lambda c: str(c["id"]))
+
+    def _recreate(self, common: dict[str, Any], spec: dict[str, Any], overrides: dict[str, Any]) -> None:
+        """Replace one instance with a container made from its deployed spec plus ``overrides`` (recorded in
+        the overrides label, so the fault roles' restore and the run's pristine check see the change)."""
+        helpers = podman_helpers()
+        name = f"{common['prefix']}-{spec['id']}"
+        self._podman("rm", "--force", "--ignore", "--time", "1", name)
+        labels = {helpers.OVERRIDES_LABEL: json.dumps(overrides, sort_keys=True)} if overrides else None
+        self._podman(*helpers.run_args(helpers.apply_overrides(spec, overrides), common, labels)[1:])
+
+    def _overrides(self, name: str) -> dict[str, Any]:
+        try:
+            info = json.loads(self._podman("container", "inspect", name) or "[]")
+        except ToolError:
+            return {}  # missing (e.g. its image never existed): nothing to keep
+        labels = ((info[0] if info else {}).get("Config") or {}).get("Labels") or {}
+        raw = labels.get(podman_helpers().OVERRIDES_LABEL)
+        return dict(json.loads(raw)) if raw else {}
+
     def set_env(self, service: str, env: Mapping[str, str]) -> dict[str, Any]:
-        raise ToolError("not_supported", "set_env is not supported on the local (podman) backend yet")
+        """Recreate every instance with these variables set (on top of whatever else was changed)."""
+        common, specs = self._specs(service)
+        for spec in specs:
+            overrides = self._overrides(f"{common['prefix']}-{spec['id']}")
+            overrides["env"] = {**(overrides.get("env") or {}), **env}
+            self._recreate(common, spec, overrides)
+        return {"service": service, "recreated": [c["id"] for c in specs], "env": sorted(env)}
 
     def rollback(self, service: str) -> dict[str, Any]:
-        raise ToolError("not_supported", "rollback is not supported on the local (podman) backend yet")
+        """Recreate every instance exactly as deployed: image, command, environment, limits."""
+        common, specs = self._specs(service)
+        for spec in specs:
+            self._recreate(common, spec, {})
+        return {"service": service, "rolled_back": [c["id"] for c in specs], "image": specs[0]["image"]}
 
     def _flags_path(self) -> Path:
         if self.flags_file is None:

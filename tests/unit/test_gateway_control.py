@@ -63,7 +63,8 @@ class FakePodman:
         verb = argv[1] if argv[1] != "container" else argv[2]
         if verb == self.fail:
             return subprocess.CompletedProcess(argv, 125, "", "Error: no such container")
-        out = {"ps": json.dumps(PS), "inspect": json.dumps([INSPECT]), "restart": "\n".join(argv[2:])}[verb]
+        out = {"ps": json.dumps(PS), "inspect": json.dumps([INSPECT]), "restart": "\n".join(argv[2:]),
+               "rm": "", "run": "c0ffee"}[verb]
         return subprocess.CompletedProcess(argv, 0, out, "")
 
 
@@ -133,11 +134,50 @@ def test_podman_failure_is_backend_error() -> None:
 
 def test_not_supported_on_podman_yet() -> None:
     control = podman_control(FakePodman())
-    for call in (lambda: control.scale("checkout", 2), lambda: control.set_env("checkout", {"A": "1"}),
-                 lambda: control.rollback("checkout")):
+    for call in (lambda: control.scale("checkout", 2), lambda: control.rollback("checkout")):
         with pytest.raises(ToolError) as err:
             call()
-        assert err.value.code == "not_supported"
+        assert err.value.code == "not_supported"  # scale never; rollback not without recorded specs
+
+
+SPECS = {"common": {"prefix": PREFIX.rstrip("-"), "network": "ob-net", "memory": "256m",
+                    "labels": {"opsbench.run": RUN_ID}, "volumes": []},
+         "containers": [{"id": "checkout-1", "service": "checkout", "image": "localhost/opsbench-shop:current",
+                         "env": {"SHOP_SERVICE": "checkout", "PAYMENT_ADDR": "payment:8080"},
+                         "command": ["python3", "-m", "shop"]},
+                        {"id": "prometheus", "service": "prometheus", "image": "localhost/opsbench-infra:x"}]}
+
+
+def spec_control(podman: FakePodman, tmp_path: Path) -> PodmanControl:
+    (tmp_path / "containers.json").write_text(json.dumps(SPECS))
+    return PodmanControl(RUN_ID, PREFIX, None, runner=podman, env=CONF, spec_file=tmp_path / "containers.json")
+
+
+def test_rollback_recreates_each_instance_exactly_as_deployed(tmp_path: Path) -> None:
+    podman = FakePodman()
+    result = spec_control(podman, tmp_path).rollback("checkout")
+    assert result["rolled_back"] == ["checkout-1"]
+    rm, run = podman.calls
+    assert rm == ["podman", "rm", "--force", "--ignore", "--time", "1", f"{PREFIX}checkout-1"]
+    assert run[:6] == ["podman", "run", "-d", "--name", f"{PREFIX}checkout-1", "--hostname"]
+    assert "PAYMENT_ADDR=payment:8080" in run and run[-3:] == ["python3", "-m", "shop"]
+    assert not any(a.startswith("opsbench.overrides") for a in run)  # as deployed: no overrides label
+
+
+def test_set_env_keeps_earlier_changes_and_records_them(tmp_path: Path) -> None:
+    podman = FakePodman()  # inspect answers a container that already carries {"memory": "12m"}
+    spec_control(podman, tmp_path).set_env("checkout", {"PAYMENT_ADDR": "payment:9090"})
+    run = podman.calls[-1]
+    assert "PAYMENT_ADDR=payment:9090" in run and "SHOP_SERVICE=checkout" in run
+    assert run[run.index("--memory") + 1] == "12m"
+    label = next(a for a in run if a.startswith("opsbench.overrides="))
+    assert json.loads(label.split("=", 1)[1]) == {"env": {"PAYMENT_ADDR": "payment:9090"}, "memory": "12m"}
+
+
+def test_recreating_the_machinery_is_denied(tmp_path: Path) -> None:
+    with pytest.raises(ToolError) as err:
+        spec_control(FakePodman(), tmp_path).rollback("prometheus")
+    assert err.value.code == "denied"
 
 
 def test_toggle_flag_edits_the_flags_file(tmp_path: Path) -> None:
