@@ -38,8 +38,8 @@ def run_cli(home: Path, *args: str, timeout: float = 300, **env: str) -> subproc
                           timeout=timeout, cwd=paths.PROJECT_ROOT, check=False)
 
 
-def run_json(home: Path, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
-    proc = run_cli(home, *args, "--json", **env)
+def run_json(home: Path, *args: str, timeout: float = 300, **env: str) -> tuple[int, dict[str, Any]]:
+    proc = run_cli(home, *args, "--json", timeout=timeout, **env)
     try:
         return proc.returncode, json.loads(proc.stdout)
     except json.JSONDecodeError:

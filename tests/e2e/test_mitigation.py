@@ -22,7 +22,7 @@ def agent_command(*args: str) -> str:
 
 
 def test_restarting_the_stopped_service_mitigates_with_an_mttr(home: Path) -> None:
-    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart", "cart-1"))
+    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart", "cart-1"), timeout=600)
     assert rc == 0, (result.get("reason"), result.get("phases"))
     mitigation = result["evaluations"]["mitigation"]
     assert mitigation["status"] == "scored", mitigation
@@ -37,7 +37,8 @@ def test_restarting_the_stopped_service_mitigates_with_an_mttr(home: Path) -> No
 
 
 def test_leaving_the_fault_in_place_fails_on_state_not_on_the_report(home: Path) -> None:
-    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart", "cart-1", "--no-fix"))
+    # The evaluator waits its full 90 s for alerts that never clear: give the run room for that.
+    rc, result = run_json(home, "run", SCENARIO, "--agent", agent_command("cart", "cart-1", "--no-fix"), timeout=600)
     assert rc == 0, (result.get("reason"), result.get("phases"))
     mitigation = result["evaluations"]["mitigation"]
     assert mitigation["status"] == "scored" and mitigation["mitigation_pass"] == 0.0
