@@ -65,6 +65,7 @@ def assert_no_leftovers(run_dir: Path) -> None:
     procs = subprocess.run(["pgrep", "-af", str(run_dir)], capture_output=True, text=True, check=False)
     assert procs.stdout.strip() == "", f"processes left behind: {procs.stdout}"
     assert not port_open(base) and not port_open(base + 1), f"ports {base}/{base + 1} still open"
+    assert not port_open(base + 9), f"the tool gateway's port {base + 9} is still open"
     assert not (run_dir / "env").exists(), "environment files left behind"
     assert not (run_dir / "secrets" / "agent_token").exists(), "agent token not revoked"
     leftover_state = list((run_dir / "state" / "faults").glob("*")) if (run_dir / "state" / "faults").exists() else []
