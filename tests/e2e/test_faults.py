@@ -71,6 +71,8 @@ def test_fault_manifests_recovers_and_leaves_nothing(role: str, results: dict[st
     row = results[sid]
     trial = row["trials"][0]
     assert row["passed"], f"{sid} ({role}): {row['failure']}"
-    assert trial["time_to_alert"] is not None and trial["time_to_alert"] > 0, trial
+    # 0 is a real measurement: the alerts already fired while the fault was being injected (twice,
+    # with --idempotency) and the gate saw them on its first look.
+    assert trial["time_to_alert"] is not None and trial["time_to_alert"] >= 0, trial
     assert trial["time_to_recover"] is not None, trial
     assert row["leftovers"] == [], row["leftovers"]
