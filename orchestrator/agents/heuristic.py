@@ -49,6 +49,7 @@ DIAGNOSES = [
     ("ServiceErrorRateHigh", ("application", "error_response")),
 ]
 NOT_APPLICATION = ("loadgen",)
+SCHEMA_IDS = {"diagnose": "opsbench/diagnosis/v1", "mitigate": "opsbench/mitigation/v1"}
 # Fault types a restart does not cure but redeploying as deployed (rollback) does.
 REDEPLOY = {"crash_loop", "oom_kill", "bad_image", "wrong_binary", "cpu_throttle", "wrong_endpoint",
             "wrong_credentials"}
@@ -196,6 +197,12 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
         output.update(mitigate(call, output, topology))
     elif "mitigate" in kinds:
         output.update({"actions": [], "plan": "no incident: nothing to do"})
+    # One file answers every task; `schema` names one output version, so it is only set for one kind.
+    output.pop("schema", None)
+    if len(kinds) == 1:
+        output["schema"] = SCHEMA_IDS.get(next(iter(kinds)), "")
+        if not output["schema"]:
+            output.pop("schema")
     return output
 
 

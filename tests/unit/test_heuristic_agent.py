@@ -68,3 +68,15 @@ def test_mitigation_restarts_the_root_cause_and_reports_refusals() -> None:
     assert ("restart", {"service": "cart", "instance": "cart-1"}) in calls
     assert out["actions"] == [{"action": "restart", "target": "cart-1",
                                "result": "refused: restart: denied: not in scope"}]
+
+
+def test_a_mitigate_only_output_matches_the_mitigation_schema() -> None:
+    from orchestrator.evaluation.outputs import schema_errors
+
+    def call(tool: str, **args: Any) -> Any:
+        return {"get_alerts": CART_DOWN, "get_topology": TOPOLOGY}.get(tool, {"restarted": ["cart-1"]})
+
+    out = run({"tasks": [{"kind": "mitigate"}]}, call)
+    assert out["schema"] == "opsbench/mitigation/v1" and schema_errors(out, "mitigate") == []
+    both = run({"tasks": [{"kind": "diagnose"}, {"kind": "mitigate"}]}, call)
+    assert "schema" not in both and schema_errors(both, "diagnose") == schema_errors(both, "mitigate") == []
