@@ -147,7 +147,9 @@ def render_outputs() -> str:
         "that answers every task of the scenario: it must match the schema of each task's kind "
         "(`output.schemas` in the manifest). A missing file is scored `no_submission`, a file that "
         "is not JSON or does not match `malformed`: failures kept apart from wrong answers. "
-        "Schemas are versioned (`schema` field, `$id`); within a version fields are only added.",
+        "Schemas are versioned (`schema` field, `$id`); within a version fields are only added. "
+        "The optional `schema` field names one version, so an output answering several task kinds "
+        "leaves it out.",
         "",
     ]
     for name, kind in OUTPUT_SCHEMAS:
