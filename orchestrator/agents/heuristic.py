@@ -15,8 +15,8 @@ It sees only what any agent sees: the manifest and the run's tool gateway (REST)
    says the deployment changed (crash loop, OOM, bad image, wrong binary, throttling, config).
 
 Run as ``python -m orchestrator.agents.heuristic`` with OPSBENCH_MANIFEST set (the default
-agent of ``opsbench run`` and ``make scenario``). Where the environment has no alerting, it
-falls back to the probe agent's endpoint checks. It is a baseline, not a contender: it proves scenarios solvable
+agent of ``opsbench run`` and ``make scenario``); ``--mcp`` takes the tools over MCP instead of
+REST. Where the environment has no alerting, it falls back to the probe agent's endpoint checks. It is a baseline, not a contender: it proves scenarios solvable
 and gives the leaderboard a floor.
 """
 
@@ -213,7 +213,12 @@ def main() -> int:
         print("the manifest names no tool gateway (manifest.tools.url)", file=sys.stderr)
         return 2
     token = Path(manifest["token_file"]).read_text().strip()
-    output = run(manifest, GatewayClient(gateway["url"], token))
+    if "--mcp" in sys.argv[1:]:  # the same agent, with its tools taken over MCP instead of REST
+        from orchestrator.agents.mcp_client import MCPGatewayClient
+        with MCPGatewayClient(gateway["mcp_url"], token) as mcp:
+            output = run(manifest, mcp)
+    else:
+        output = run(manifest, GatewayClient(gateway["url"], token))
     Path(manifest["output"]["path"]).write_text(json.dumps(output, indent=2))
     return 0
 

@@ -9,8 +9,9 @@ trajectory_record.schema.json``). With the ground truth's reference ``trajectory
 * ``calls``: tool invocations; ``tool_coverage`` TC = |M and tools called| / |M|;
 * ``extra_calls`` EC = calls to tools outside M + A + {submit};
 * ``invalid_actions``: calls the gateway refused (status ``invalid`` or ``denied``);
-* ``input_tokens``/``output_tokens``: summed over the records and the output's ``usage``,
-  None when the agent reports none.
+* ``input_tokens``/``output_tokens``: the agent's own count, reported per model call in its
+  trajectory records, or as a total in the output's ``usage``, or both (then the larger: both
+  report the same spend, so adding them would count it twice); None when it reports none.
 
 Without a trajectory file the call-based metrics are None (not 0): nothing was recorded.
 """
@@ -53,9 +54,11 @@ def read_trajectory(path: Path | None) -> tuple[list[dict[str, Any]] | None, int
 
 def _tokens(records: list[dict[str, Any]], usage: Mapping[str, Any], key: str) -> int | None:
     values = [r[key] for r in records if isinstance(r.get(key), int)]
-    if isinstance(usage.get(key), int):
-        values.append(usage[key])
-    return sum(values) if values else None
+    per_call = sum(values) if values else None
+    total = usage.get(key) if isinstance(usage.get(key), int) else None
+    if per_call is None or total is None:
+        return per_call if total is None else total
+    return max(per_call, total)
 
 
 def score_process(trajectory_path: Path | None, output_path: Path | None,

@@ -104,3 +104,19 @@ def test_mcp_without_the_token_is_refused(served: Served) -> None:
         asyncio.run(session(served.url, "auto", token="wrong"))
     assert caught.group_contains(MCPError, depth=None)
     assert trajectory(served.run_dir) == []
+
+
+def test_the_synchronous_mcp_client_pages_and_raises_on_refusals(served: Served) -> None:
+    from orchestrator.agents.heuristic import ToolError
+    from orchestrator.agents.mcp_client import MCPGatewayClient
+
+    with MCPGatewayClient(f"{served.url}/mcp", TOKEN) as call:
+        assert call.tools == ["get_alerts", "query_metrics", "search_logs", "get_traces", "get_topology"]
+        first = call("get_alerts", limit=2)
+        assert first["total"] == 3 and call.next_page
+        rest = call("get_alerts", limit=2, page=call.next_page)
+        assert len(first["items"]) + len(rest["items"]) == 3 and call.next_page is None
+        with pytest.raises(ToolError, match="restart"):
+            call("restart", service="checkout")
+    assert [(r["tool"], r["status"], r["transport"]) for r in trajectory(served.run_dir)] == [
+        ("get_alerts", "ok", "mcp"), ("get_alerts", "ok", "mcp"), ("restart", "denied", "mcp")]
