@@ -16,8 +16,8 @@ It sees only what any agent sees: the manifest and the run's tool gateway (REST)
 
 Run as ``python -m orchestrator.agents.heuristic`` with OPSBENCH_MANIFEST set (the default
 agent of ``opsbench run`` and ``make scenario``); ``--mcp`` takes the tools over MCP instead of
-REST. Where the environment has no alerting, it falls back to the probe agent's endpoint checks. It is a baseline, not a contender: it proves scenarios solvable
-and gives the leaderboard a floor.
+REST. Where the environment has no alerting, it falls back to the probe agent's endpoint checks.
+It is a baseline, not a contender: it proves scenarios solvable and gives the leaderboard a floor.
 """
 
 from __future__ import annotations

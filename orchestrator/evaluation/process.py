@@ -55,7 +55,8 @@ def read_trajectory(path: Path | None) -> tuple[list[dict[str, Any]] | None, int
 def _tokens(records: list[dict[str, Any]], usage: Mapping[str, Any], key: str) -> int | None:
     values = [r[key] for r in records if isinstance(r.get(key), int)]
     per_call = sum(values) if values else None
-    total = usage.get(key) if isinstance(usage.get(key), int) else None
+    reported = usage.get(key)
+    total = reported if isinstance(reported, int) else None
     if per_call is None or total is None:
         return per_call if total is None else total
     return max(per_call, total)
