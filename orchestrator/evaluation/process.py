@@ -53,7 +53,7 @@ def read_trajectory(path: Path | None) -> tuple[list[dict[str, Any]] | None, int
 
 
 def _tokens(records: list[dict[str, Any]], usage: Mapping[str, Any], key: str) -> int | None:
-    values = [r[key] for r in records if isinstance(r.get(key), int)]
+    values: list[int] = [r[key] for r in records if isinstance(r.get(key), int)]
     per_call = sum(values) if values else None
     reported = usage.get(key)
     total = reported if isinstance(reported, int) else None
