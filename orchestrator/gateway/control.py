@@ -25,6 +25,9 @@ SECRET_KEY = re.compile(r"(?i)pass|secret|token|key|credential|auth")
 
 FAULT_LABEL = "opsbench.fault"
 RUN_LABEL = "opsbench.run"
+SCALED_LABEL = "opsbench.scaled"
+SCALED_TARGETS = "scaled_targets.json"  # in env/config, read by Prometheus's file_sd (roles/env_shop)
+SCRAPE_PORT = 8080
 
 
 class ControlBackend(Protocol):
@@ -190,8 +193,10 @@ class PodmanControl:
     restarted. `toggle_flag` edits the flagd file the services read.
 
     `set_env` and `rollback` recreate a service's instances from the deploy's recorded specs
-    (`env/containers.json`) through the same helpers the fault roles use. Not supported on this backend yet
-    (answers `not_supported`): `scale` (needs new instances joining the service's network alias).
+    (`env/containers.json`) through the same helpers the fault roles use. `scale` starts or stops the deployed
+    instances and adds or removes extra ones (`<service>-<n>`, labelled `opsbench.scaled`) made from the first
+    instance's spec: they join the service's network alias, so callers reach them, and are listed in
+    `env/config/scaled_targets.json`, which Prometheus reads (file_sd), so they are scraped like the others.
     """
 
     def __init__(self, run_id: str, container_prefix: str, flags_file: Path | None,
@@ -290,7 +295,68 @@ class PodmanControl:
         return {"service": service, "restarted": [c["entity"] for c in containers]}
 
     def scale(self, service: str, replicas: int) -> dict[str, Any]:
-        raise ToolError("not_supported", "scale is not supported on the local (podman) backend yet")
+        """Run exactly `replicas` instances: deployed ones first (started/stopped), then extras (created/removed)."""
+        common, specs = self._specs(service)
+        if replicas < 0:
+            raise ToolError("invalid", "replicas: must be 0 or more", field="replicas")
+        everything = [c for c in self._containers() if c["service"] == service]
+        live = {c["entity"]: c for c in everything if self._is_application(c)}
+        deployed = [str(spec["id"]) for spec in specs]
+        extras = sorted((e for e, c in live.items() if c["labels"].get(SCALED_LABEL)), key=_ordinal)
+        taken = {_ordinal(e) for e in deployed} | {_ordinal(c["entity"]) for c in everything}
+        wanted: list[str] = (deployed + extras)[:replicas]
+        n = max(taken | {0})
+        while len(wanted) < replicas:
+            n += 1
+            wanted.append(f"{service}-{n}")
+        started, stopped, added, removed = [], [], [], []
+        for entity in wanted:
+            if entity not in live:
+                self._add_instance(common, specs[0], entity)
+                added.append(entity)
+            elif live[entity]["state"] != "running":
+                self._podman("start", live[entity]["name"])
+                started.append(entity)
+        for entity in deployed:
+            if entity not in wanted and entity in live and live[entity]["state"] == "running":
+                self._podman("stop", "--time", "3", live[entity]["name"])
+                stopped.append(entity)
+        for entity in extras:
+            if entity not in wanted:
+                self._podman("rm", "--force", "--time", "1", live[entity]["name"])
+                removed.append(entity)
+        self._write_scaled_targets(common)
+        return {"service": service, "replicas": replicas, "instances": wanted, "started": started,
+                "stopped": stopped, "added": added, "removed": removed}
+
+    def _add_instance(self, common: dict[str, Any], template: dict[str, Any], entity: str) -> None:
+        """A new instance made like `template` (with its current changes, e.g. from set_env), minus published
+        ports (they belong to one container), under its own name and instance identity."""
+        helpers = podman_helpers()
+        overrides = self._overrides(f"{common['prefix']}-{template['id']}")
+        spec = {**helpers.apply_overrides(template, overrides), "id": entity, "publish": []}
+        spec["env"] = {k: (entity if v == template["id"] else v) for k, v in (spec.get("env") or {}).items()}
+        labels = {SCALED_LABEL: str(template.get("service", template["id"]))}
+        if overrides:
+            labels[helpers.OVERRIDES_LABEL] = json.dumps(overrides, sort_keys=True)
+        self._podman(*helpers.run_args(spec, common, labels)[1:])
+
+    def _write_scaled_targets(self, common: dict[str, Any]) -> None:
+        """Prometheus's file_sd list of the extra instances (written whole, then renamed: never half a file)."""
+        if self.spec_file is None:
+            return
+        config = self.spec_file.parent / "config"
+        if not config.is_dir():
+            return
+        targets = [{"targets": [f"{c['name']}:{SCRAPE_PORT}"],
+                    "labels": {"service": c["service"], "instance_id": c["entity"]}}
+                   for c in sorted(self._containers(), key=lambda c: str(c["entity"]))
+                   if c["labels"].get(SCALED_LABEL) and self._is_application(c)]
+        fd, tmp = tempfile.mkstemp(dir=config, prefix=".scaled_targets.")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(targets, fh, indent=1)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, config / SCALED_TARGETS)
 
     def _specs(self, service: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The deploy's common parameters and the specs of ``service``'s instances (env/containers.json)."""
@@ -351,6 +417,12 @@ class PodmanControl:
         _check_flag(flag)
         previous, current = set_flag_variant(self._flags_path(), flag, "on" if on else "off")
         return {"flag": flag, "previous": previous, "current": current}
+
+
+def _ordinal(entity: str) -> int:
+    """The n of `<service>-<n>` (0 when the entity has no number)."""
+    tail = entity.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _describe(entity: str, info: Mapping[str, Any]) -> dict[str, Any]:

@@ -268,7 +268,7 @@ class RestartArgs(ServiceArgs):
 
 
 class ScaleArgs(ServiceArgs):
-    replicas: int = Field(ge=1, le=10, description="Number of instances wanted.")
+    replicas: int = Field(ge=0, le=10, description="Number of instances wanted (0 stops them all).")
 
 
 class SetEnvArgs(ServiceArgs):

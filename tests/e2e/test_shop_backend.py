@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from prometheus_api_client import PrometheusConnect
 
+from orchestrator.gateway import PodmanControl
 from orchestrator.runner import ansible_env
 from orchestrator.telemetry import TelemetryStore
 from orchestrator.topology import run_topology
@@ -193,6 +194,29 @@ def test_topology_cli_prints_json(shop: dict[str, Any], shop_home: Path) -> None
     topo = json.loads(proc.stdout)
     assert {"entities", "edges"} <= set(topo)
     assert any(e.get("observed") for e in topo["edges"])
+
+
+def test_scaling_adds_instances_that_prometheus_scrapes_and_removes_them(shop: dict[str, Any]) -> None:
+    run_id, run_dir = shop["run_id"], shop["run_dir"]
+    control = PodmanControl(run_id, f"ob-{run_id}-", None, spec_file=run_dir / "env" / "containers.json")
+    p = prom(shop)
+
+    def scraped(instance: str) -> bool:
+        return any(r["value"][1] == "1" for r in p.custom_query(f'up{{instance_id="{instance}"}}'))
+
+    result = control.scale("cart", 2)
+    assert result["added"] == ["cart-2"]
+    try:
+        wait_for(lambda: scraped("cart-2"), 60, "Prometheus to scrape the added cart-2")
+        running = [s["instances"] for s in control.list_services() if s["service"] == "cart"][0]
+        assert [(i["id"], i["state"]) for i in running] == [("cart-1", "running"), ("cart-2", "running")]
+    finally:
+        result = control.scale("cart", 1)
+    assert result["removed"] == ["cart-2"] and result["instances"] == ["cart-1"]
+    assert json.loads((run_dir / "env" / "config" / "scaled_targets.json").read_text()) == []
+    assert podman("container", "exists", f"ob-{run_id}-cart-2").returncode != 0
+    wait_for(lambda: not any(t["labels"].get("instance_id") == "cart-2"
+                             for t in p.get_targets()["activeTargets"]), 60, "cart-2 to leave the targets")
 
 
 def test_missing_image_is_a_clear_error_and_leaves_nothing(tmp_path: Path) -> None:

@@ -50,10 +50,11 @@ INSPECT = {
 class FakePodman:
     """Stands in for subprocess.run: records each podman command and answers like podman would."""
 
-    def __init__(self, fail: str | None = None) -> None:
+    def __init__(self, fail: str | None = None, ps: list[dict[str, Any]] | None = None) -> None:
         self.calls: list[list[str]] = []
         self.envs: list[dict[str, str]] = []
         self.fail = fail
+        self.ps = PS if ps is None else ps
 
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         assert argv[0] == "podman"
@@ -63,8 +64,8 @@ class FakePodman:
         verb = argv[1] if argv[1] != "container" else argv[2]
         if verb == self.fail:
             return subprocess.CompletedProcess(argv, 125, "", "Error: no such container")
-        out = {"ps": json.dumps(PS), "inspect": json.dumps([INSPECT]), "restart": "\n".join(argv[2:]),
-               "rm": "", "run": "c0ffee"}[verb]
+        out = {"ps": json.dumps(self.ps), "inspect": json.dumps([INSPECT]), "restart": "\n".join(argv[2:]),
+               "rm": "", "run": "c0ffee", "start": argv[-1], "stop": argv[-1]}[verb]
         return subprocess.CompletedProcess(argv, 0, out, "")
 
 
@@ -132,12 +133,12 @@ def test_podman_failure_is_backend_error() -> None:
     assert err.value.code == "backend_error" and "no such container" in err.value.message
 
 
-def test_not_supported_on_podman_yet() -> None:
+def test_recreating_needs_the_recorded_specs() -> None:
     control = podman_control(FakePodman())
     for call in (lambda: control.scale("checkout", 2), lambda: control.rollback("checkout")):
         with pytest.raises(ToolError) as err:
             call()
-        assert err.value.code == "not_supported"  # scale never; rollback not without recorded specs
+        assert err.value.code == "not_supported"  # without env/containers.json there is nothing to build from
 
 
 SPECS = {"common": {"prefix": PREFIX.rstrip("-"), "network": "ob-net", "memory": "256m",
@@ -245,3 +246,41 @@ def test_flags_file_outside_the_run_is_not_served(tmp_path: Path) -> None:
     assert gw.call("toggle_flag", {"flag": "paymentServiceFailure", "state": "off"}).body()["error"]["code"] == \
         "not_supported"
     assert gw.call("search_logs", {}).body()["error"]["code"] == "not_supported"
+
+
+def test_scale_up_adds_instances_that_join_the_alias_and_are_scraped(tmp_path: Path) -> None:
+    podman = FakePodman()  # checkout-1 runs; checkout-9 is a fault's helper: its name is taken
+    (tmp_path / "config").mkdir()
+    result = spec_control(podman, tmp_path).scale("checkout", 3)
+    assert result["added"] == ["checkout-10", "checkout-11"] and result["instances"][0] == "checkout-1"
+    runs = [c for c in podman.calls if c[1] == "run"]
+    assert len(runs) == 2
+    run = runs[0]
+    assert run[run.index("--name") + 1] == f"{PREFIX}checkout-10" and run[run.index("--hostname") + 1] == "checkout-10"
+    assert "opsbench.scaled=checkout" in run and "opsbench.entity=checkout-10" in run
+    assert "--publish" not in run and "PAYMENT_ADDR=payment:8080" in run
+    # the inspected checkout-1 carries {"memory": "12m"}: the new instance is made like it is now
+    assert run[run.index("--memory") + 1] == "12m"
+    assert json.loads((tmp_path / "config" / "scaled_targets.json").read_text()) == []  # ps (fixed) shows none
+
+
+def test_scale_down_stops_deployed_and_removes_added_instances(tmp_path: Path) -> None:
+    ps = [container(f"{PREFIX}checkout-1", "checkout-1", "checkout"),
+          container(f"{PREFIX}checkout-2", "checkout-2", "checkout", **{"opsbench.scaled": "checkout"}),
+          container(f"{PREFIX}prometheus", "prometheus", "prometheus")]
+    (tmp_path / "config").mkdir()
+    podman = FakePodman(ps=ps)
+    control = spec_control(podman, tmp_path)
+    assert control.scale("checkout", 2)["instances"] == ["checkout-1", "checkout-2"]
+    assert [c[1] for c in podman.calls if c[1] not in ("ps", "container")] == []  # already so: nothing done
+    targets = json.loads((tmp_path / "config" / "scaled_targets.json").read_text())
+    assert targets == [{"targets": [f"{PREFIX}checkout-2:8080"],
+                        "labels": {"service": "checkout", "instance_id": "checkout-2"}}]
+    podman.calls.clear()
+    result = control.scale("checkout", 0)
+    assert (result["stopped"], result["removed"]) == (["checkout-1"], ["checkout-2"])
+    assert ["podman", "stop", "--time", "3", f"{PREFIX}checkout-1"] in podman.calls
+    assert ["podman", "rm", "--force", "--time", "1", f"{PREFIX}checkout-2"] in podman.calls
+    with pytest.raises(ToolError) as err:
+        control.scale("prometheus", 2)
+    assert err.value.code == "denied"

@@ -96,6 +96,8 @@ def main():
             labels = c.get("Labels") or {}
             if "opsbench.fault" in labels:
                 out.append(f"helper container {c['Names'][0]} of fault {labels['opsbench.fault']} still exists")
+            elif "opsbench.scaled" in labels:
+                out.append(f"container {c['Names'][0]} was added by scaling {labels['opsbench.scaled']}")
             elif OVERRIDES_LABEL in labels and labels.get("opsbench.entity") not in spec["containers"]:
                 out.append(f"unexpected container {c['Names'][0]}")
     state_dir = os.path.join(p["run_dir"], "state", "faults")
