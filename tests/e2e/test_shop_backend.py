@@ -208,7 +208,7 @@ def test_scaling_adds_instances_that_prometheus_scrapes_and_removes_them(shop: d
     assert result["added"] == ["cart-2"]
     try:
         wait_for(lambda: scraped("cart-2"), 60, "Prometheus to scrape the added cart-2")
-        running = [s["instances"] for s in control.list_services() if s["service"] == "cart"][0]
+        running = next(s["instances"] for s in control.list_services() if s["service"] == "cart")
         assert [(i["id"], i["state"]) for i in running] == [("cart-1", "running"), ("cart-2", "running")]
     finally:
         result = control.scale("cart", 1)
