@@ -48,6 +48,9 @@ class Scope:
 
     def __init__(self, topology: Mapping[str, Any], container_prefix: str = "") -> None:
         self.topology = visible_topology(topology)
+        # Machinery that writes telemetry (the load generator): its records are left out of log and trace searches.
+        self.hidden_services = sorted({str(e.get(k)) for e in topology.get("entities") or [] for k in ("id", "service")
+                                       if e.get(k) and is_internal(str(e.get(k)))})
         self.container_prefix = container_prefix
         self.services = sorted(str(e["id"]) for e in self.topology["entities"]
                                if "id" in e and e.get("kind") in APPLICATION_KINDS)

@@ -11,7 +11,6 @@ anything else. Lists that can be long are paged (`limit` + opaque `page` token) 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
@@ -20,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import paging
 from .context import RunContext
-from .errors import ToolError, denied, invalid
+from .errors import ToolError, invalid
 from .httpjson import get_json
+from .promql_scope import check_query, visible_series
 from .times import DURATION_HELP, TIME_HELP, parse_duration, parse_time, to_ns
 
 Category = Literal["observe", "control"]
@@ -109,8 +109,6 @@ def get_alerts(ctx: RunContext, args: GetAlertsArgs) -> ToolResult:
 MAX_POINTS = 11_000
 """Prometheus refuses a range query with more points per series than this."""
 DEFAULT_POINTS = 250
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_INTERNAL_METRIC = re.compile(r"\b(?:prometheus|alertmanager|promhttp)_[A-Za-z0-9_:]*")
 
 
 class QueryMetricsArgs(Args):
@@ -125,10 +123,17 @@ class QueryMetricsArgs(Args):
 
 
 def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
-    named = _INTERNAL_METRIC.search(_STRINGS.sub('""', args.query))
-    if named:
-        raise denied(f"query: {named.group(0)} is a metric of the monitoring stack itself, not of the application",
-                     field="query")
+    prometheus = ctx.endpoint("prometheus")
+    known: dict[str, list[str]] = {}
+
+    def label_values(label: str) -> list[str]:
+        if label not in known:
+            answer = get_json(prometheus, f"/api/v1/label/{label}/values", {}, what="Prometheus")
+            values = answer.get("data") if isinstance(answer, dict) else None
+            known[label] = [str(v) for v in values] if isinstance(values, list) else []
+        return known[label]
+
+    check_query(args.query, label_values)
     query = args.model_dump()
     cursor = paging.decode(args.page, query)
     now = _now(ctx, cursor)
@@ -153,14 +158,15 @@ def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
         at = parse_time("time", args.time, now) if args.time is not None else now
         params = {"query": args.query, "time": f"{at:.3f}"}
         path = "/api/v1/query"
-    answer = get_json(ctx.endpoint("prometheus"), path, params, what="Prometheus", query_field="query")
+    answer = get_json(prometheus, path, params, what="Prometheus", query_field="query")
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, dict):
         raise ToolError("backend_error", "Prometheus answered an unexpected document")
     kind, result = data.get("resultType"), data.get("result")
     if kind in ("scalar", "string"):
         return ToolResult({"result_type": kind, "value": result})
-    series = sorted(result or [], key=lambda s: sorted((s.get("metric") or {}).items()))
+    series = sorted((s for s in result or [] if visible_series(s.get("metric") or {})),
+                    key=lambda s: sorted((s.get("metric") or {}).items()))
     body, next_page = paging.page_of(series, paging.Cursor(cursor.offset, to_ns(now)), args.limit, query)
     return ToolResult({"result_type": kind, **body}, next_page)
 
@@ -204,7 +210,7 @@ def search_logs(ctx: RunContext, args: SearchLogsArgs) -> ToolResult:
     since_ns, until_ns = _window(now, args.since, args.until)
     page = ctx.store().search_logs(service=service, since_ns=since_ns, until_ns=until_ns, severity_min=args.severity,
                                    contains=args.contains, trace_id=args.trace_id, limit=args.limit,
-                                   offset=cursor.offset)
+                                   offset=cursor.offset, hidden_services=ctx.scope.hidden_services)
     next_page = paging.Cursor(page.next_offset, to_ns(now)).encode(query) if page.next_offset is not None else None
     return ToolResult({"items": page.items, "total": page.total, "offset": page.offset,
                        "returned": len(page.items), "until_ns": until_ns}, next_page)
@@ -230,7 +236,7 @@ def get_traces(ctx: RunContext, args: GetTracesArgs) -> ToolResult:
         for name in ("service", "since", "until"):
             if query[name] is not None:
                 raise invalid(name, "not used with trace_id (a trace is returned whole, page by page)")
-        spans = ctx.store().get_trace(args.trace_id)
+        spans = ctx.store().get_trace(args.trace_id, hidden_services=ctx.scope.hidden_services)
         if not spans:
             raise ToolError("not_found", f"trace_id: no span of trace {args.trace_id!r} is recorded",
                             field="trace_id")
@@ -240,7 +246,8 @@ def get_traces(ctx: RunContext, args: GetTracesArgs) -> ToolResult:
     now = _now(ctx, cursor)
     since_ns, until_ns = _window(now, args.since, args.until)
     page = ctx.store().get_traces(service=service, since_ns=since_ns, until_ns=until_ns,
-                                  errors_only=args.errors_only, limit=args.limit or 20, offset=cursor.offset)
+                                  errors_only=args.errors_only, limit=args.limit or 20, offset=cursor.offset,
+                                  hidden_services=ctx.scope.hidden_services)
     next_page = paging.Cursor(page.next_offset, to_ns(now)).encode(query) if page.next_offset is not None else None
     return ToolResult({"items": page.items, "total": page.total, "offset": page.offset,
                        "returned": len(page.items), "until_ns": until_ns}, next_page)

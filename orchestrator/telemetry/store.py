@@ -172,6 +172,14 @@ def _window(column: str, since_ns: int | None, until_ns: int | None, params: dic
     return conds
 
 
+def _hide(services: Sequence[str], params: dict[str, Any]) -> list[str]:
+    """The condition that leaves out rows of `services` (rows without a service stay)."""
+    if not services:
+        return []
+    params["hidden_services"] = list(services)
+    return ["NOT list_contains($hidden_services, coalesce(service, ''))"]
+
+
 def _where(conds: Sequence[str], keyword: str = "WHERE") -> str:
     return f"{keyword} " + " AND ".join(conds) if conds else ""
 
@@ -274,12 +282,14 @@ class TelemetryStore:
         trace_id: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        hidden_services: Sequence[str] = (),
     ) -> Page[LogRecord]:
         """Log records, newest first. `severity_min` is a name (INFO, WARN, ...) or an OTel severity number;
-        `contains` is a case-insensitive substring of the body."""
+        `contains` is a case-insensitive substring of the body. Records of `hidden_services` are left out."""
         limit = _check_paging(limit, offset)
         params: dict[str, Any] = {}
         conds = _window("time_ns", since_ns, until_ns, params)
+        conds += _hide(hidden_services, params)
         if service is not None:
             conds.append("service = $service")
             params["service"] = service
@@ -321,13 +331,16 @@ class TelemetryStore:
         errors_only: bool = False,
         limit: int = 20,
         offset: int = 0,
+        hidden_services: Sequence[str] = (),
     ) -> Page[TraceSummary]:
         """Trace summaries, newest first. A trace matches the window by its first span's start and `service` when
         any of its spans belongs to that service. The root is the earliest span without a parent (the earliest
-        span while the root is not written yet); `duration_ms` spans the first start to the last end."""
+        span while the root is not written yet); `duration_ms` spans the first start to the last end. Spans of
+        `hidden_services` are left out before that (their callees' spans become the roots)."""
         limit = _check_paging(limit, offset)
         params: dict[str, Any] = {}
         having = _window("start_ns", since_ns, until_ns, params)
+        hide = _where(_hide(hidden_services, params))
         if service is not None:
             having.append("list_contains(services, $service)")
             params["service"] = service
@@ -346,7 +359,7 @@ class TelemetryStore:
                     count(*) AS span_count,
                     count(*) FILTER (WHERE is_error) AS error_count,
                     list_sort(list(DISTINCT service) FILTER (WHERE service IS NOT NULL)) AS services
-                FROM {SPANS_SQL}
+                FROM {SPANS_SQL} {hide}
                 GROUP BY trace_id
             ) {_where(having)}"""
         order = "start_ns DESC, trace_id"
@@ -367,11 +380,14 @@ class TelemetryStore:
         ]
         return Page.build(items, total, offset, limit)
 
-    def get_trace(self, trace_id: str) -> list[Span]:
+    def get_trace(self, trace_id: str, hidden_services: Sequence[str] = ()) -> list[Span]:
         """All spans of one trace ordered by start, each with `parent_span_id` and `depth` (0 for roots and for
-        spans whose parent is not (yet) in the files). Empty when the trace is unknown."""
-        sql = f"SELECT * FROM {SPANS_SQL} WHERE trace_id = $trace_id ORDER BY start_ns, span_id"
-        rows = self._query(sql, {"trace_id": trace_id.strip().lower()}, ["traces"]) or []
+        spans whose parent is not (yet) in the files, or is a span of `hidden_services`, which are left out).
+        Empty when the trace is unknown."""
+        params: dict[str, Any] = {"trace_id": trace_id.strip().lower()}
+        conds = ["trace_id = $trace_id", *_hide(hidden_services, params)]
+        sql = f"SELECT * FROM {SPANS_SQL} {_where(conds)} ORDER BY start_ns, span_id"
+        rows = self._query(sql, params, ["traces"]) or []
         parents = {row["span_id"]: row["parent_span_id"] for row in rows}
 
         def depth(span_id: str) -> int:

@@ -49,6 +49,15 @@ ALERTS = [
 ]
 
 
+LABEL_VALUES = {
+    "__name__": ["up", "prometheus_http_requests_total", "shop_requests_total", "container_pids"],
+    "service": ["cart", "frontend", "loadgen", "redis-exporter"],
+    "container": ["cart-1", "loadgen-1", "fault-latency"],
+    "instance_id": ["cart-1", "loadgen-1"],
+    "job": ["shop", "containers", "prometheus"],
+}
+
+
 class FakeObservability:
     """One HTTP server answering Prometheus's query APIs and Alertmanager's /api/v2/alerts.
 
@@ -84,13 +93,20 @@ class FakeObservability:
     def answer(self, path: str, query: dict[str, str]) -> tuple[int, Any]:
         if path == "/api/v2/alerts":
             return 200, ALERTS
+        if path.startswith("/api/v1/label/") and path.endswith("/values"):
+            return 200, {"status": "success", "data": LABEL_VALUES.get(path.split("/")[4], [])}
         if path in ("/api/v1/query", "/api/v1/query_range"):
-            if "bad(" in query.get("query", ""):
+            if "rejected_by_prometheus" in query.get("query", ""):
                 return 400, {"status": "error", "errorType": "bad_data",
                              "error": 'parse error: unexpected "(" in aggregation'}
             if path == "/api/v1/query":
                 result = [{"metric": {"service": f"svc{i:02d}"}, "value": [float(query["time"]), str(i)]}
                           for i in range(self.series)]
+                if "machinery" in query["query"]:  # series a broad selector would also bring back
+                    result += [{"metric": {"service": "loadgen", "instance_id": "loadgen-1"}, "value": [0, "1"]},
+                               {"metric": {"container": "fault-latency"}, "value": [0, "1"]},
+                               {"metric": {"job": "prometheus"}, "value": [0, "1"]},
+                               {"metric": {"__name__": "prometheus_tsdb_head_series"}, "value": [0, "1"]}]
                 return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
             result = [{"metric": {"service": f"svc{i:02d}"}, "values": [[float(query["start"]), "1"],
                                                                        [float(query["end"]), "2"]]}

@@ -86,9 +86,14 @@ def test_instant_and_range_queries(gw: Gateway, obs: FakeObservability) -> None:
     assert obs.requests[-1][1]["step"] == "4"  # about 250 points by default
 
 
-def test_bad_promql_is_invalid_naming_the_query(gw: Gateway) -> None:
+def test_bad_promql_is_invalid_naming_the_query(gw: Gateway, obs: FakeObservability) -> None:
+    asked = len(obs.requests)
     error = refused(gw, "query_metrics", {"query": "sum(bad(x))"}, "invalid")
-    assert error["field"] == "query" and "parse error" in error["message"]
+    assert error["field"] == "query" and "unknown function with name 'bad'" in error["message"]
+    assert refused(gw, "query_metrics", {"query": "up{"}, "invalid")["field"] == "query"
+    assert len(obs.requests) == asked  # refused before Prometheus was asked
+    error = refused(gw, "query_metrics", {"query": "sum(rejected_by_prometheus)"}, "invalid")
+    assert "Prometheus rejected it" in error["message"] and "parse error" in error["message"]
 
 
 def test_range_query_limits(gw: Gateway) -> None:
@@ -104,6 +109,29 @@ def test_metrics_of_the_monitoring_stack_are_denied(gw: Gateway) -> None:
     ok(gw, "query_metrics", query='up{job="prometheus_like"}')  # inside a string it is only a label value
 
 
+@pytest.mark.parametrize(("query", "names"), [
+    ('{__name__="prometheus_tsdb_head_series"}', "prometheus_tsdb_head_series"),
+    ('sum(rate({__name__=~"prom.+"}[1m]))', "prometheus_http_requests_total"),
+    ('up{service="loadgen"}', "loadgen"),
+    ('container_pids{container=~"fault.*"}', "fault-latency"),
+    ('up{instance_id=~"load.*|cart-1"}', "loadgen-1"),
+    ('up{job=~"prom.*"}', "prometheus"),
+    ('up{job="shop"} or up{service="x" or service="redis-exporter"}', "redis-exporter"),
+    ("max_over_time(up{service='loadgen'}[5m:30s])", "loadgen"),
+])
+def test_regexes_and_nesting_do_not_hide_the_machinery(gw: Gateway, query: str, names: str) -> None:
+    error = refused(gw, "query_metrics", {"query": query}, "denied")
+    assert error["field"] == "query" and names in error["message"]
+
+
+def test_application_selectors_pass_and_machinery_series_are_left_out(gw: Gateway) -> None:
+    ok(gw, "query_metrics", query='up{job=~"sho.*", service=~"cart|frontend"}')
+    ok(gw, "query_metrics", query='sum by (container) (container_pids{container=~"cart.*"})')
+    result = ok(gw, "query_metrics", query='machinery{service!="cart"}', limit=500).result
+    assert all(s["metric"].get("service", "").startswith("svc") for s in result["items"])
+    assert result["total"] == len(result["items"])
+
+
 def test_search_logs_filters(gw: Gateway) -> None:
     result = ok(gw, "search_logs", service="checkout", severity="ERROR").result
     assert result["total"] == 5
@@ -114,6 +142,9 @@ def test_search_logs_filters(gw: Gateway) -> None:
     assert [r["body"] for r in window["items"]] == ["checkout step 11", "checkout step 10"]
     relative = ok(gw, "search_logs", service="checkout", since="95s").result  # NOW - 95 s = T0 + 5 s
     assert relative["total"] == 20
+    everything = ok(gw, "search_logs", limit=1000).result  # unfiltered: still only the application's records
+    assert everything["total"] == 25 and {r["service"] for r in everything["items"]} == {"checkout"}
+    assert ok(gw, "search_logs", contains="journey").result["total"] == 0  # the load generator's records
 
 
 def test_logs_are_paged_never_truncated(gw: Gateway) -> None:

@@ -293,6 +293,20 @@ def test_get_trace_with_parent_links(store: TelemetryStore) -> None:
     assert store.get_trace("f" * 32) == []
 
 
+def test_hidden_services_leave_logs_and_traces(store: TelemetryStore) -> None:
+    # frontend plays the load generator here: the caller at the top of every trace.
+    hidden = ["frontend"]
+    logs = store.search_logs(hidden_services=hidden)
+    assert logs.total == 4 and {r["service"] for r in logs.items} == {"checkout", "payment"}
+    summaries = {t["trace_id"]: t for t in store.get_traces(hidden_services=hidden).items}
+    assert set(summaries) == {TRACE_PARTIAL, TRACE_ERR, TRACE_OK}  # the frontend-only trace is gone
+    assert (summaries[TRACE_ERR]["root_service"], summaries[TRACE_ERR]["root_name"]) == ("checkout", "POST /checkout")
+    assert summaries[TRACE_ERR]["services"] == ["checkout", "payment"] and summaries[TRACE_ERR]["span_count"] == 3
+    assert store.get_traces(service="frontend", hidden_services=hidden).total == 0
+    spans = store.get_trace(TRACE_ERR, hidden_services=hidden)
+    assert [(s["service"], s["depth"]) for s in spans] == [("checkout", 0), ("checkout", 1), ("payment", 2)]
+
+
 # -- aggregates -------------------------------------------------------------------------------------------------------
 
 
