@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -153,6 +154,76 @@ def diagnose(alerts: list[dict[str, Any]], topology: dict[str, Any]) -> dict[str
     }
 
 
+# What a root's error logs say about the callee they name -> (blame the callee?, layer, fault type). First match
+# wins. A callee that refuses or cannot be resolved while it raises no alert of its own points at the caller's
+# configuration; one that times out, refuses access, runs out of connections or answers 5xx is where it starts.
+LOG_HINTS: list[tuple[tuple[str, ...], bool, str, str]] = [
+    (("password", "wrongpass", "noauth", "authentication"), False, "configuration", "wrong_credentials"),
+    (("name or service not known", "name resolution", "nodename", "connection refused"), False,
+     "configuration", "wrong_endpoint"),
+    (("permission denied", "privilege", "not permitted"), True, "configuration", "revoked_access"),
+    (("too many clients", "connection slots", "pool exhausted", "too many connections"), True,
+     "datastore", "connection_exhaustion"),
+    (("out of memory", "oom command", "maxmemory"), True, "datastore", "datastore_oom"),
+    (("timed out", "timeout"), True, "network", "network_partition"),
+    (("returned 5",), True, "network", "http_abort"),
+]
+MIN_MENTIONS = 3
+
+
+def follow_logs(call: Call, output: dict[str, Any], alerts: list[dict[str, Any]],
+                topology: dict[str, Any]) -> None:
+    """Refine roots that only have symptom alerts from their error logs: the callee most of the errors name is
+    where the fault starts (or, for refusals and bad credentials, the root's own configuration). In place."""
+    by_service = _alerts_by_service(alerts)
+    owner = {e["target"]: e["source"] for e in topology.get("edges", []) if e.get("type") == "owns"}
+    calls = [(e["source"], e["target"]) for e in topology.get("edges", []) if e.get("type") == "calls"]
+    for ent in [e for e in output.get("entities", []) if e.get("root_cause")]:
+        service = owner.get(ent["id"], ent["id"])
+        if by_service.get(service, set()) & CAUSES:
+            continue
+        callees = sorted({t for s, t in calls if s == service} - set(by_service))
+        if not callees:
+            continue
+        try:
+            found = call("search_logs", service=service, severity="ERROR", limit=200)
+        except ToolError:
+            return  # no logs in this run (masked or not recorded): keep the alert-only answer
+        bodies = [str(r.get("body", "")).lower() for r in (found or {}).get("items", []) if isinstance(r, dict)]
+        named = {c: [b for b in bodies if re.search(rf"\b{re.escape(c)}\b", b)] for c in callees}
+        callee = max(callees, key=lambda c: (len(named[c]), c))
+        said = named[callee]
+        if len(said) < max(MIN_MENTIONS, len(bodies) // 5):
+            continue
+        text = " ".join(said)
+        blame, layer, fault_type = next(((b, la, ft) for words, b, la, ft in LOG_HINTS
+                                         if any(w in text for w in words)), (True, "application", "error_response"))
+        if not blame:
+            ent.update(layer=layer, fault_type=fault_type)
+            continue
+        instances = sorted(t for t, o in owner.items() if o == callee)
+        culprit = instances[0] if len(instances) == 1 else callee
+        old = ent["id"]
+        ent.update(id=culprit, layer=layer, fault_type=fault_type)
+        output["entities"].append({"id": old, "root_cause": False})
+        output.setdefault("propagations", []).insert(0, {
+            "source": culprit, "target": old, "condition": f"{callee}: {said[0][:200]}",
+            "effect": f"{service} errors naming {callee}: {len(said)} of {len(bodies)}"})
+        output["explanation"] = (output.get("explanation", "") + f"; {service}'s error logs name {callee} "
+                                 f"({len(said)} of {len(bodies)} records): {culprit} is where it starts")
+        output.setdefault("evidence", []).append(f"log:{service}")
+
+
+def _alerts_by_service(alerts: list[dict[str, Any]]) -> dict[str, set[str]]:
+    by_service: dict[str, set[str]] = {}
+    for alert in alerts:
+        labels = alert.get("labels", alert)
+        service, name = labels.get("service"), labels.get("alertname")
+        if service and name and not service.startswith(NOT_APPLICATION):
+            by_service.setdefault(service, set()).add(name)
+    return by_service
+
+
 def mitigate(call: Call, diagnosis: dict[str, Any], topology: dict[str, Any]) -> dict[str, Any]:
     """Restart every root-cause entity (its instance, or every instance of its service); roll back the
     service instead when the fault type says its deployment was changed."""
@@ -193,6 +264,8 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
     topology = call("get_topology")
     topology = topology if isinstance(topology, dict) else {}
     output = diagnose(alerts, topology)
+    if output.get("incident"):
+        follow_logs(call, output, alerts, topology)
     if "mitigate" in kinds and output.get("incident"):
         output.update(mitigate(call, output, topology))
     elif "mitigate" in kinds:

@@ -80,3 +80,62 @@ def test_a_mitigate_only_output_matches_the_mitigation_schema() -> None:
     assert out["schema"] == "opsbench/mitigation/v1" and schema_errors(out, "mitigate") == []
     both = run({"tasks": [{"kind": "diagnose"}, {"kind": "mitigate"}]}, call)
     assert "schema" not in both and schema_errors(both, "diagnose") == schema_errors(both, "mitigate") == []
+
+
+class LogsOnly:
+    """A gateway that serves alerts, the shop topology and these error log bodies for one service."""
+
+    def __init__(self, alerts: list[dict[str, Any]], service: str, bodies: list[str], logs: bool = True) -> None:
+        self.alerts, self.service, self.bodies, self.logs = alerts, service, bodies, logs
+        self.asked: list[dict[str, Any]] = []
+
+    def __call__(self, tool: str, **args: Any) -> Any:
+        if tool == "get_alerts":
+            return {"items": self.alerts}
+        if tool == "get_topology":
+            return TOPOLOGY
+        if tool == "search_logs":
+            if not self.logs:
+                raise ToolError(tool, "this environment records no logs")
+            self.asked.append(args)
+            return {"items": [{"body": b} for b in self.bodies] if args.get("service") == self.service else []}
+        raise AssertionError(tool)
+
+
+SYMPTOMS = [alert("ServiceErrorRateHigh", "cart"), alert("ServiceLatencyHigh", "cart"),
+            alert("ServiceErrorRateHigh", "frontend"), alert("CustomerErrorsHigh", "gateway")]
+MANIFEST = {"tasks": [{"kind": "diagnose"}]}
+
+
+def roots(out: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(e["id"], e["layer"], e["fault_type"]) for e in out["entities"] if e["root_cause"]]
+
+
+def test_error_logs_naming_a_silent_datastore_move_the_blame_there() -> None:
+    bodies = ["GET /cart/{user} -> 503 in 2001.0 ms: redis unavailable at redis:6379: Timeout connecting to server"] * 8
+    gateway = LogsOnly(SYMPTOMS, "cart", [*bodies, "GET /cart/{user} -> 500 in 1 ms: internal error"])
+    out = run(MANIFEST, gateway)
+    assert roots(out) == [("redis-1", "network", "network_partition")]
+    assert gateway.asked == [{"service": "cart", "severity": "ERROR", "limit": 200}]
+    assert (out["propagations"][0]["source"], out["propagations"][0]["target"]) == ("redis-1", "cart")
+    assert {"id": "cart", "root_cause": False} in out["entities"] and "log:cart" in out["evidence"]
+
+
+def test_bad_credentials_or_a_refusing_callee_keep_the_blame_on_the_caller() -> None:
+    wrongpass = ["GET /cart/{user} -> 503: redis unavailable at redis:6379: invalid username-password pair"] * 5
+    assert roots(run(MANIFEST, LogsOnly(SYMPTOMS, "cart", wrongpass))) == [
+        ("cart", "configuration", "wrong_credentials")]
+    refused = ["GET /cart/{user} -> 503: redis unavailable at redis:6380: Error 111. Connection refused."] * 5
+    assert roots(run(MANIFEST, LogsOnly(SYMPTOMS, "cart", refused))) == [("cart", "configuration", "wrong_endpoint")]
+
+
+def test_too_few_mentions_or_no_logs_keep_the_alert_only_answer() -> None:
+    few = ["redis unavailable at redis:6379: Timeout"] * 2 + ["cart of u1 is empty"] * 20
+    assert roots(run(MANIFEST, LogsOnly(SYMPTOMS, "cart", few))) == [("cart", "application", "slow_response")]
+    no_logs = LogsOnly(SYMPTOMS, "cart", ["redis timeout"] * 9, logs=False)
+    assert roots(run(MANIFEST, no_logs)) == [("cart", "application", "slow_response")]
+
+
+def test_a_root_with_a_cause_alert_is_not_second_guessed_by_logs() -> None:
+    gateway = LogsOnly(CART_DOWN, "cart", ["redis timeout"] * 9)
+    assert roots(run(MANIFEST, gateway)) == [("cart-1", "runtime", "process_down")] and gateway.asked == []
