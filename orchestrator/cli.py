@@ -263,6 +263,68 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
     sys.exit(0 if ok else 1)
 
 
+@main.command()
+@click.argument("scenarios", nargs=-1)
+@click.option("--file", "campaign_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A campaign file (YAML: name, scenarios, agents, trials, parallel); options given here override.")
+@click.option("--name", help="The campaign's name: its record is kept under the state dir, and running the same "
+                             "name again resumes it (default: from the file, else 'default').")
+@click.option("--agent", "agents", multiple=True, help="Agent command (repeat for several; default: heuristic).")
+@click.option("--trials", type=click.IntRange(1, 100), help="Trials per scenario and agent.  [default: 1]")
+@click.option("--parallel", type=click.IntRange(1, 8), help="Environments at once.  [default: 1]")
+@click.option("--tool-profile", type=click.Choice(["full", "no-traces", "metrics-only", "observe-only"]),
+              help="Which tools the gateway offers.  [default: full]")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str | None, agents: tuple[str, ...],
+             trials: int | None, parallel: int | None, tool_profile: str | None, as_json: bool, quiet: bool) -> None:
+    """Run SCENARIOS x agents x trials on shared environments; resumable by name.
+
+    Trials of scenarios on the same environment reuse one deployment (faults removed and the
+    baseline re-checked between trials). Each trial is an ordinary run: `opsbench results` and
+    `opsbench leaderboard` count it."""
+    from orchestrator.campaign import Campaign, load_campaign_file, resolve, run_campaign, summarize
+    from orchestrator.lifecycle import DEFAULT_AGENT, Progress
+    from orchestrator.progress import TerminalProgress
+
+    conf: dict[str, Any] = load_campaign_file(campaign_file) if campaign_file else {}
+    ids = list(scenarios) or conf.get("scenarios") or []
+    if not ids:
+        raise OpsBenchError("no scenarios: give scenario ids or --file (see `opsbench list`)")
+    chosen = resolve(ids)
+    the_agents = list(agents) or conf.get("agents") or [DEFAULT_AGENT]
+    n_trials = trials or conf.get("trials", 1)
+    k = parallel or conf.get("parallel", 1)
+    camp = Campaign(name or conf.get("name") or "default")
+    progress = Progress() if quiet else TerminalProgress().as_progress()
+    if not quiet:
+        click.echo(f"campaign {camp.name}: {len(chosen)} scenario(s) x {len(the_agents)} agent(s) x {n_trials} "
+                   f"trial(s), {k} environment(s) at once (record: {camp.file})", err=True)
+
+    def on_record(r: Any) -> None:
+        if not quiet:
+            click.echo(f"  {r.scenario} #{r.trial}: {r.status}"
+                       + ("" if r.passed is None else " pass" if r.passed else " fail")
+                       + f" in {r.elapsed}s" + (f" ({r.reason[:200]})" if r.reason else ""), err=True)
+
+    run_campaign(camp, chosen, the_agents, n_trials, k, progress, on_record,
+                 tool_profile or conf.get("tool_profile", "full"))
+    wanted = {(s.id, a, t) for s in chosen for a in the_agents for t in range(1, n_trials + 1)}
+    latest = {r.key: r for r in camp.records() if (r.scenario, r.agent, r.trial) in wanted}
+    rows = summarize(list(latest.values()))
+    missing = len(wanted) - sum(1 for r in latest.values() if r.status in ("completed", "invalid"))
+    if as_json:
+        _emit_json({"campaign": camp.name, "record": str(camp.file), "unfinished": missing, "scenarios": rows})
+    else:
+        click.echo(f"{'SCENARIO':<44} {'TRIALS':>6} {'PASSED':>6} {'MEDIAN s':>8}  STATUSES")
+        for r in rows:
+            click.echo(f"{r['scenario']:<44} {r['trials']:>6} {r['passed']:>6} {r['median_s'] or '-':>8}  "
+                       f"{','.join(r['statuses'])}")
+        click.echo(f"{len(wanted) - missing}/{len(wanted)} trial(s) finished"
+                   + (f"; run the same command again to resume the other {missing}" if missing else ""))
+    sys.exit(0 if missing == 0 else 1)
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     click.echo(f"run {s['run_id']}  scenario {s['scenario']}  status {s['status']}")
     if s["reason"]:

@@ -153,24 +153,7 @@ class Run:
                     "name": "environment", "role": scn.environment_role,
                     "vars": resolve_role_vars(scn.environment_role, "deploy", env["args"]),
                 },
-                "faults": [
-                    {"name": f["name"], "role": f["role"],
-                     "vars": resolve_role_vars(f["role"], "inject", f["args"])}
-                    for f in scn.faults
-                ],
-                "checks": {
-                    phase: [{"name": c["name"], "role": c["role"], "timeout": c["timeout"],
-                             "vars": resolve_role_vars(c["role"], "main", c["args"])}
-                            for c in scn.checks(phase)]
-                    for phase in ("baseline", "manifestation", "recovery")
-                },
-                "evaluators": [
-                    {"name": e["role"].removeprefix("evaluate_"), "role": e["role"],
-                     "vars": resolve_role_vars(e["role"], "main", e["params"])}
-                    for e in with_process_evaluator(scn.evaluators)
-                ],
-                "ground_truth": str(scn.ground_truth_path.resolve()),
-                "manifest": build_manifest(scn, run_id, run_dir),
+                **scenario_vars(scn, run_id, run_dir),
             },
             "budget": scn.data["budget"],
             "timeouts": scn.data.get("timeouts", {}),
@@ -181,8 +164,50 @@ class Run:
         return cls(state, progress)
 
     @classmethod
+    def trial_on(cls, host: Run, scn: Scenario, agent: str | None, tool_profile: str = "full") -> Run:
+        """A run of `scn` on `host`'s deployed environment: recorded as a run of its own (own id, phases, run.json
+        and artifacts under ``<host dir>/trials/<id>``), while its playbooks see the host's run id and directory,
+        which is where the environment, its faults' state and the per-run files of the roles live."""
+        run_id = new_run_id()
+        record_dir = host.run_dir / "trials" / run_id
+        record_dir.mkdir(parents=True)
+        state: dict[str, Any] = {
+            "id": run_id,
+            "host": host.id,
+            "scenario_id": scn.id,
+            "spec_path": str(scn.path),
+            "spec_version": scn.version,
+            "spec_digest": scn.digest,
+            "run_dir": str(host.run_dir),
+            "record_dir": str(record_dir),
+            "steps_dir": str(record_dir / "steps"),
+            "agent": agent or DEFAULT_AGENT,
+            "keep": True,  # the host owns the environment
+            "tool_profile": tool_profile,
+            "status": "running",
+            "started": [],
+            "done": [],
+            "pid": os.getpid(),
+            "common": dict(host.state["common"]),
+            "vars": {"environment": host.state["vars"]["environment"],
+                     **scenario_vars(scn, run_id, host.run_dir)},
+            "budget": scn.data["budget"],
+            "timeouts": scn.data.get("timeouts", {}),
+            "results": {},
+        }
+        store.create_run({**state, "run_dir": str(record_dir)})
+        store.write_run_json(record_dir, state)
+        trial = cls(state, host.progress)
+        trial.interrupts = host.interrupts
+        return trial
+
+    @classmethod
     def load(cls, run_id: str, progress: Progress | None = None) -> Run:
         run_dir = paths.runs_dir() / run_id
+        if not (run_dir / "run.json").is_file():  # a campaign's trial keeps its run.json under its host's dir
+            row = store.get_run(run_id)
+            if row and (Path(row["run_dir"]) / "run.json").is_file():
+                run_dir = Path(row["run_dir"])
         if not (run_dir / "run.json").is_file():
             from orchestrator.errors import OpsBenchError
             raise OpsBenchError(f"no run '{run_id}' under {paths.runs_dir()} (see `opsbench runs`)")
@@ -193,8 +218,13 @@ class Run:
     def id(self) -> str:
         return str(self.state["id"])
 
+    @property
+    def record_dir(self) -> Path:
+        """Where run.json lives: the run dir, or a trial's own dir under its host's (see `trial_on`)."""
+        return Path(self.state.get("record_dir") or self.run_dir)
+
     def _save(self) -> None:
-        store.write_run_json(self.run_dir, self.state)
+        store.write_run_json(self.record_dir, self.state)
 
     def _interrupted(self) -> bool:
         return bool(self.interrupts and self.interrupts.set)
@@ -231,7 +261,8 @@ class Run:
         limits = {**DEFAULT_TIMEOUTS, **self.state["timeouts"].get(step, {})}
         on_event: EventHandler = self._event_handler(step)
         result = run_playbook(
-            step, PLAYBOOKS[step], self.extravars(step), self.run_dir / "steps" / f"{seq:02d}-{step}",
+            step, PLAYBOOKS[step], self.extravars(step),
+            Path(self.state.get("steps_dir") or self.run_dir / "steps") / f"{seq:02d}-{step}",
             job_timeout=limits["job"], idle_timeout=limits["idle"],
             cancel=(lambda: False) if cleanup else self._interrupted, on_event=on_event,
             on_pid=self._record_step_pid,
@@ -364,6 +395,51 @@ class Run:
             self.cleanup(first_index=len(FORWARD) + 1, total=total)
         return self.summary()
 
+    # -- agent trials on a host's environment (campaigns) ----------------------------------
+    def execute_trial(self, healthy: bool = False) -> dict[str, Any]:
+        """The run's forward steps without deploy (and without baseline when the host says the environment was
+        just proven healthy), then revoke, remove, recovery and the leftover check; never teardown. The per-run
+        files the roles wrote into the host's directory are moved into this run's own directory at the end."""
+        forward = [s for s in FORWARD if s != "deploy" and not (healthy and s == "baseline")]
+        total = len(forward) + 4
+        status, reason = "completed", ""
+        try:
+            for index, step in enumerate(forward, 1):
+                if self._interrupted():
+                    status, reason = "interrupted", f"interrupted before {step}"
+                    break
+                if step == "agent":
+                    self._agent(index, total)
+                    continue
+                result = self._step(step, index, total)
+                if result.status != "successful":
+                    status, reason = _failure_status(step, result)
+                    break
+            if self._interrupted() and status == "completed":
+                status, reason = "interrupted", "interrupted"
+            self.state["status"], self.state["reason"] = status, reason
+            self._save()
+            self.cleanup(first_index=len(forward) + 1, total=total)
+            if "remove" in self.state["done"] or "inject" not in self.state["started"]:
+                pristine = self._step("pristine", total, total, cleanup=True)
+                leftovers = pristine.stats.get("leftovers", []) if pristine.ok else ["leftover check failed"]
+                self.state["leftovers"] = leftovers
+        finally:
+            self.archive()
+            self._save()
+            store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
+        return self.summary()
+
+    def archive(self) -> None:
+        """Move this run's per-run files (agent, artifacts, evaluation, gateway) from the shared run dir into
+        its own directory, so the next trial on the environment starts with none."""
+        if self.record_dir == self.run_dir:
+            return
+        for name in ("agent", "artifacts", "evaluation", "gateway"):
+            src = self.run_dir / name
+            if src.exists():
+                src.replace(self.record_dir / name)
+
     # -- trials on a kept environment ------------------------------------------------------
     def use_scenario(self, scn: Scenario) -> None:
         """Point the run's fault and check steps at another scenario of the same environment."""
@@ -470,7 +546,8 @@ class Run:
             "recovered": res.get("recovery", {}).get("status") == "successful"
             if "recovery" in res else None,
             "phases": {k: {"status": v["status"], "elapsed": v.get("elapsed")} for k, v in res.items()},
-            "run_dir": str(self.run_dir),
+            "run_dir": str(self.record_dir),
+            **({"host": self.state["host"], "leftovers": self.state.get("leftovers")} if "host" in self.state else {}),
         }
 
 
@@ -490,6 +567,29 @@ def _failure_status(step: str, result: StepResult) -> tuple[str, str]:
 def _json(data: Any) -> str:
     import json
     return json.dumps(data, sort_keys=True)
+
+
+def scenario_vars(scn: Scenario, run_id: str, run_dir: Path) -> dict[str, Any]:
+    """The steps' inputs that come from the scenario (everything but the environment's)."""
+    return {
+        "faults": [
+            {"name": f["name"], "role": f["role"], "vars": resolve_role_vars(f["role"], "inject", f["args"])}
+            for f in scn.faults
+        ],
+        "checks": {
+            phase: [{"name": c["name"], "role": c["role"], "timeout": c["timeout"],
+                     "vars": resolve_role_vars(c["role"], "main", c["args"])}
+                    for c in scn.checks(phase)]
+            for phase in ("baseline", "manifestation", "recovery")
+        },
+        "evaluators": [
+            {"name": e["role"].removeprefix("evaluate_"), "role": e["role"],
+             "vars": resolve_role_vars(e["role"], "main", e["params"])}
+            for e in with_process_evaluator(scn.evaluators)
+        ],
+        "ground_truth": str(scn.ground_truth_path.resolve()),
+        "manifest": build_manifest(scn, run_id, run_dir),
+    }
 
 
 def with_process_evaluator(evaluators: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -33,8 +33,9 @@ EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "e
                  ("process", "input_tokens"), ("process", "output_tokens"))
 OUTCOMES = ("correct", "wrong", "no_submission", "malformed", "excluded")
 LEVELS = ("Easy", "Medium", "Hard")
-# Runs in the index that are not agent runs at all: verify-scenarios trials (no agent phase).
-NOT_AGENT_RUNS = ("verified",)
+# Runs in the index that are not agent runs at all: verify-scenarios trials (no agent phase) and the
+# environments campaigns host their trials on.
+NOT_AGENT_RUNS = ("verified", "hosting", "hosted")
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ class Scenario:
     def environment(self) -> dict[str, Any]:
         env: dict[str, Any] = copy.deepcopy(self.data["environment"])
         env.setdefault("args", {})
+        env.setdefault("reuse", True)
         obs = env.setdefault("observability", {})
         for family in ("metrics", "traces", "logs"):
             obs.setdefault(family, True)
