@@ -48,11 +48,8 @@ def _stats(samples: list[float]) -> dict[str, float]:
             "min": round(min(samples), 3), "max": round(max(samples), 3)}
 
 
-@click.command()
-@click.option("--repeats", default=5, show_default=True, help="Runs of each way.")
-@click.option("--json", "as_json", is_flag=True)
-def main(repeats: int, as_json: bool) -> None:
-    """Time one lifecycle step (the baseline check) via the orchestrator and via bare ansible-playbook."""
+def measure_overhead(repeats: int, echo: Any = lambda text: None) -> dict[str, Any]:
+    """Time the baseline check step on loopweb via the orchestrator and via bare ansible-playbook, interleaved."""
     from orchestrator.argspecs import resolve_role_vars
 
     with tempfile.TemporaryDirectory(prefix="opsbench-bench-") as tmp:
@@ -73,16 +70,22 @@ def main(repeats: int, as_json: bool) -> None:
             for i in range(repeats):
                 bare.append(_bare("check.yml", step_vars, work))
                 orch.append(_orchestrated("check.yml", step_vars, work, i))
-                if not as_json:
-                    click.echo(f"  repeat {i + 1}/{repeats}: bare {bare[-1]:.2f}s  orchestrator {orch[-1]:.2f}s",
-                               err=True)
+                echo(f"  repeat {i + 1}/{repeats}: bare {bare[-1]:.2f}s  orchestrator {orch[-1]:.2f}s")
         finally:
             run_playbook("teardown", "teardown.yml", {**common, "opsbench_environment": env_item},
                          work / "teardown")
-    report: dict[str, Any] = {"step": "baseline check (playbooks/check.yml, 1 check_http)", "repeats": repeats,
-              "bare_ansible_playbook_s": _stats(bare), "orchestrator_s": _stats(orch),
-              "ratio_mean": round(statistics.mean(orch) / statistics.mean(bare), 3),
-              "ratio_median": round(statistics.median(orch) / statistics.median(bare), 3)}
+    return {"step": "baseline check (playbooks/check.yml, 1 check_http)", "repeats": repeats,
+            "bare_ansible_playbook_s": _stats(bare), "orchestrator_s": _stats(orch),
+            "ratio_mean": round(statistics.mean(orch) / statistics.mean(bare), 3),
+            "ratio_median": round(statistics.median(orch) / statistics.median(bare), 3)}
+
+
+@click.command()
+@click.option("--repeats", default=5, show_default=True, help="Runs of each way.")
+@click.option("--json", "as_json", is_flag=True)
+def main(repeats: int, as_json: bool) -> None:
+    """Time one lifecycle step (the baseline check) via the orchestrator and via bare ansible-playbook."""
+    report = measure_overhead(repeats, (lambda text: None) if as_json else (lambda text: click.echo(text, err=True)))
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:

@@ -325,6 +325,42 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
     sys.exit(0 if missing == 0 else 1)
 
 
+@main.command()
+@click.argument("scenarios", nargs=-1)
+@click.option("--trials", default=2, show_default=True, type=click.IntRange(1, 50), help="Trials per scenario.")
+@click.option("--parallel", "levels", default="1,2", show_default=True,
+              help="Comma-separated environments-at-once levels to measure.")
+@click.option("--overhead-repeats", default=5, show_default=True, type=click.IntRange(1, 50),
+              help="Interleaved repeats of one step, orchestrator vs bare ansible-playbook.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, as_json: bool,
+          quiet: bool) -> None:
+    """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
+
+    Default scenarios: loopweb-web-down and shop-cart-down. See docs/performance.md."""
+    from orchestrator.bench_lifecycle import bench as run_bench
+    from orchestrator.bench_lifecycle import render
+    from orchestrator.lifecycle import Progress
+    from orchestrator.progress import TerminalProgress
+    from orchestrator.spec import find_scenario
+
+    try:
+        ks = sorted({int(k) for k in levels.split(",") if k.strip()})
+    except ValueError:
+        raise OpsBenchError(f"--parallel {levels!r}: comma-separated integers, e.g. 1,2") from None
+    if not ks or any(not 1 <= k <= 8 for k in ks):
+        raise OpsBenchError(f"--parallel {levels!r}: levels from 1 to 8")
+    chosen = [find_scenario(s) for s in (scenarios or ("loopweb-web-down", "shop-cart-down"))]
+    progress = Progress() if quiet else TerminalProgress().as_progress()
+    echo = (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))
+    report = run_bench(chosen, trials, ks, overhead_repeats, progress, echo)
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(render(report))
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     click.echo(f"run {s['run_id']}  scenario {s['scenario']}  status {s['status']}")
     if s["reason"]:
