@@ -50,6 +50,7 @@ DIAGNOSES = [
     ("ServiceErrorRateHigh", ("application", "error_response")),
 ]
 NOT_APPLICATION = ("loadgen",)
+STARVED = {"ServiceTrafficDrop"}
 SCHEMA_IDS = {"diagnose": "opsbench/diagnosis/v1", "mitigate": "opsbench/mitigation/v1"}
 # Fault types a restart does not cure but redeploying as deployed (rollback) does.
 REDEPLOY = {"crash_loop", "oom_kill", "bad_image", "wrong_binary", "cpu_throttle", "wrong_endpoint",
@@ -114,8 +115,11 @@ def diagnose(alerts: list[dict[str, Any]], topology: dict[str, Any]) -> dict[str
         return {"schema": "opsbench/diagnosis/v1", "incident": False, "entities": [],
                 "explanation": "no alert is firing: no incident"}
     calls = [(e["source"], e["target"]) for e in topology.get("edges", []) if e.get("type") == "calls"]
+    # A service whose only alert is a traffic drop is starved by its callers, not failing: it is no candidate
+    # (unless nothing else alerts), so the errors upstream of it are not blamed on it.
+    candidates = {s for s, names in by_service.items() if names - STARVED} or set(by_service)
     callees = {s: {t for a, t in calls if a == s} for s in by_service}
-    downstream = [s for s in by_service if not callees[s] & set(by_service)]
+    downstream = [s for s in sorted(candidates) if not callees[s] & candidates]
     with_cause = [s for s in downstream if by_service[s] & CAUSES]
     if with_cause:
         roots = sorted(with_cause)
@@ -127,7 +131,7 @@ def diagnose(alerts: list[dict[str, Any]], topology: dict[str, Any]) -> dict[str
                 frontier = {a for a, t in calls if t in frontier and a not in seen}
                 seen |= frontier
             return len(seen)
-        roots = [max(sorted(downstream or by_service), key=depth)]
+        roots = [max(sorted(downstream or candidates), key=depth)]
     entities: list[dict[str, Any]] = []
     propagations: list[dict[str, Any]] = []
     for root in roots:
@@ -182,7 +186,8 @@ def follow_logs(call: Call, output: dict[str, Any], alerts: list[dict[str, Any]]
         service = owner.get(ent["id"], ent["id"])
         if by_service.get(service, set()) & CAUSES:
             continue
-        callees = sorted({t for s, t in calls if s == service} - set(by_service))
+        failing = {s for s, names in by_service.items() if names - STARVED}
+        callees = sorted({t for s, t in calls if s == service} - failing)
         if not callees:
             continue
         try:

@@ -139,3 +139,15 @@ def test_too_few_mentions_or_no_logs_keep_the_alert_only_answer() -> None:
 def test_a_root_with_a_cause_alert_is_not_second_guessed_by_logs() -> None:
     gateway = LogsOnly(CART_DOWN, "cart", ["redis timeout"] * 9)
     assert roots(run(MANIFEST, gateway)) == [("cart-1", "runtime", "process_down")] and gateway.asked == []
+
+
+def test_a_starved_callee_is_not_blamed_and_refusals_point_at_the_callers_configuration() -> None:
+    # frontend points at a wrong catalog port: catalog only sees its traffic drop, frontend's calls are refused.
+    alerts = [alert("ServiceErrorRateHigh", "frontend"), alert("ServiceTrafficDrop", "catalog"),
+              alert("CustomerErrorsHigh", "gateway")]
+    assert roots(diagnose(alerts, TOPOLOGY)) == [("frontend", "application", "error_response")]
+    refused = ["GET / -> 502 in 3 ms: catalog: [Errno 111] Connection refused"] * 6
+    assert roots(run(MANIFEST, LogsOnly(alerts, "frontend", refused))) == [
+        ("frontend", "configuration", "wrong_endpoint")]
+    # Only a traffic drop anywhere: then it is the one lead there is.
+    assert roots(diagnose([alert("ServiceTrafficDrop", "catalog")], TOPOLOGY))[0][0] == "catalog"
