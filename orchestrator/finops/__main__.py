@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -78,12 +79,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="opsbench-finops-bench-") as tmp:
         parquet, database = Path(tmp) / "billing.parquet", Path(tmp) / "billing.duckdb"
+        started, cpu = time.monotonic(), time.process_time()
+        summary = generate(spec, parquet=parquet, threads=a.threads)
+        gen_seconds, gen_cpu = time.monotonic() - started, time.process_time() - cpu
         started = time.monotonic()
-        summary = generate(spec, parquet=parquet, database=database, threads=a.threads)
-        gen_seconds = time.monotonic() - started
+        load = duckdb.connect(str(database))
+        load.execute(f"CREATE TABLE billing AS SELECT * FROM read_parquet('{parquet}')")
+        load.close()
+        load_seconds = time.monotonic() - started
         report: dict[str, object] = {
             "spec": asdict(spec), "threads": a.threads or "duckdb default", "rows": summary["rows"],
             "anomalies": len(summary["anomalies"]), "generate_seconds": round(gen_seconds, 2),
+            "generate_cpu_seconds": round(gen_cpu, 2), "load_into_duckdb_seconds": round(load_seconds, 2),
+            "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
             "parquet_mb": round(parquet.stat().st_size / 1e6, 1), "queries": {}}
         con = duckdb.connect(str(database), read_only=True, config={"threads": a.threads or 2})
         timings: dict[str, object] = {}

@@ -63,7 +63,7 @@ def detect(series: Iterable[tuple[Any, float]], window: tuple[Any, Any] | None =
     lo, hi = (_day(window[0]), _day(window[1])) if window else (points[0][0], points[-1][0])
     events: list[Event] = []
     run: list[tuple[dt.date, float, float]] = []
-    for d, v, r in residuals + [(points[-1][0] + dt.timedelta(days=1), 0.0, 0.0)]:
+    for d, v, r in [*residuals, (points[-1][0] + dt.timedelta(days=1), 0.0, 0.0)]:
         if r > threshold and lo <= d <= hi and (not run or (d - run[-1][0]).days == 1):
             run.append((d, v, v - baseline[d.weekday()]))
             continue

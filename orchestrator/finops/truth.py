@@ -50,7 +50,10 @@ def anomaly_items(con: duckdb.DuckDBPyConnection, planted: list[dict[str, Any]],
     return out
 
 
-def with_dataset(spec: DatasetSpec) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any], tempfile.TemporaryDirectory[str]]:
+Temp = tempfile.TemporaryDirectory[str]
+
+
+def with_dataset(spec: DatasetSpec) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any], Temp]:
     """Generate ``spec`` into a temporary database; (read-only connection, generator summary, the temp dir)."""
     tmp = tempfile.TemporaryDirectory(prefix="opsbench-finops-")
     db = Path(tmp.name) / "billing.duckdb"
