@@ -30,7 +30,8 @@ def test_exact_answer_passes() -> None:
 
 
 def test_numbers_within_the_stated_tolerance_pass_and_outside_fail() -> None:
-    inside = [{"app": "a", "cost": 100.4, "day": "2024-09-03T00:00:00"}, {"app": "b", "cost": "50.01", "day": "2024-09-04"}]
+    inside = [{"app": "a", "cost": 100.4, "day": "2024-09-03T00:00:00"},
+              {"app": "b", "cost": "50.01", "day": "2024-09-04"}]
     assert score_answer(inside, Q)["pass"] == 1  # 0.4 <= 0.5 % of 100; 0.01 absolute; dates on 10 characters
     outside = [{"app": "a", "cost": 100.6, "day": "2024-09-03"}, {"app": "b", "cost": 50.0, "day": "2024-09-04"}]
     result = score_answer(outside, Q)
