@@ -12,7 +12,7 @@ NAME ?=
 AGENT ?=
 PYTEST_ARGS ?=
 
-.PHONY: verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
@@ -21,6 +21,7 @@ help:
 	@echo "make list                    list scenarios"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
+	@echo "make bench-finops            time 5M FOCUS rows + ground truth and the FinOps reference queries"
 	@echo "make validate | docs | bench | cleanup | clean"
 
 setup: venv bootstrap images
@@ -76,6 +77,9 @@ bench:
 
 bench-local:
 	@$(BIN)/python -m orchestrator.bench_local
+
+bench-finops:
+	@$(BIN)/python -m orchestrator.finops bench --threads 2
 
 cleanup:
 	@$(BIN)/opsbench cleanup

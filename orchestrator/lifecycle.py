@@ -45,6 +45,8 @@ TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
 UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
 DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
 DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.heuristic"
+# The baseline agent of each domain, when the run names none.
+DOMAIN_AGENTS = {"FinOps": f"{sys.executable} -m orchestrator.agents.finops"}
 PORT_BLOCK = 10
 
 
@@ -136,7 +138,7 @@ class Run:
             "spec_version": scn.version,
             "spec_digest": scn.digest,
             "run_dir": str(run_dir),
-            "agent": agent or DEFAULT_AGENT,
+            "agent": agent or DOMAIN_AGENTS.get(scn.data["metadata"]["domain"], DEFAULT_AGENT),
             "keep": keep,
             "tool_profile": tool_profile,
             "status": "running",

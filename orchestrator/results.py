@@ -24,13 +24,14 @@ from orchestrator import paths, store
 from orchestrator.evaluation.stats import mean_pass_at_k, mean_stderr, pass_at_k
 
 # The evaluator (and its score) that decides success: a diagnosis when the scenario has one,
-# else a mitigation.
-DECIDERS = (("diagnosis", "fl_pass"), ("mitigation", "mitigation_pass"))
+# else a mitigation, else a FinOps analysis (pass@1 of the answers; F1 = 1 / rank score = 1 for anomalies).
+DECIDERS = (("diagnosis", "fl_pass"), ("mitigation", "mitigation_pass"), ("finops", "finops_pass"))
 # Further per-trial means in the results and the leaderboard (CUJBench outcome and process metrics).
 EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "evidence_recall"),
                  ("process", "submitted"), ("process", "calls"), ("process", "tool_coverage"),
                  ("process", "extra_calls"), ("process", "invalid_actions"),
-                 ("process", "input_tokens"), ("process", "output_tokens"))
+                 ("process", "input_tokens"), ("process", "output_tokens"),
+                 ("finops", "f1"), ("finops", "rank_score"), ("finops", "tokens"))
 OUTCOMES = ("correct", "wrong", "no_submission", "malformed", "excluded")
 LEVELS = ("Easy", "Medium", "Hard")
 # Runs in the index that are not agent runs at all: verify-scenarios trials (no agent phase) and the

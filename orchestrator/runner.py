@@ -189,7 +189,9 @@ def run_playbook(
         rotate_artifacts=1,
     )
     rc_config.prepare()
-    rc_config.env = scrub_env(rc_config.env)
+    # An inherited PYTHONPATH is dropped; ours makes the modules, the gateway and the helpers the roles start
+    # import this checkout's orchestrator, whatever the venv has installed (e.g. another worktree's).
+    rc_config.env = {**scrub_env(rc_config.env), "PYTHONPATH": str(paths.PROJECT_ROOT)}
     runner = ansible_runner.Runner(
         rc_config,
         event_handler=handle,

@@ -47,7 +47,11 @@ class RunContext:
     control: ControlBackend | None = None
     telemetry_dir: Path | None = None
     clock: Callable[[], float] = time.time
+    billing_file: Path | None = None
+    """The FinOps billing database (DuckDB file inside the run dir), when the environment publishes one."""
+    billing_table: str = "billing"
     _store: TelemetryStore | None = field(default=None, init=False, repr=False)
+    _billing: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
@@ -79,6 +83,26 @@ class RunContext:
                 self._store = TelemetryStore(self.telemetry_dir)
             return self._store
 
+    def billing(self) -> Any:
+        """The run's read-only billing database (orchestrator.finops.sql.BillingDatabase), opened once."""
+        if self.billing_file is None:
+            raise ToolError("not_supported", "this environment publishes no billing data")
+        from orchestrator.finops.sql import BillingDatabase, SqlError
+
+        with self._lock:
+            if self._billing is None:
+                try:
+                    self._billing = BillingDatabase(self.billing_file)
+                except SqlError as exc:
+                    raise ToolError("backend_error", exc.message) from None
+            return self._billing
+
+    @property
+    def offered_families(self) -> set[str] | None:
+        """Evidence families the environment offers (its `tool_families`), None when it does not say."""
+        families = self.environment.get("tool_families")
+        return {str(f) for f in families} if isinstance(families, list) else None
+
     def require_control(self) -> ControlBackend:
         if self.control is None:
             raise ToolError("not_supported", "this environment offers no control actions through the gateway")
@@ -97,6 +121,9 @@ class RunContext:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            if self._billing is not None:
+                self._billing.close()
+                self._billing = None
 
 
 def _inside(run_dir: Path, value: Any) -> Path | None:
@@ -131,4 +158,6 @@ def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id
         options=options or GatewayOptions(),
         control=control,
         telemetry_dir=_inside(run_dir, environment.get("telemetry")),
+        billing_file=_inside(run_dir, (environment.get("billing") or {}).get("database")),
+        billing_table=str((environment.get("billing") or {}).get("table") or "billing"),
     )

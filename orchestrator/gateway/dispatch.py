@@ -58,12 +58,22 @@ def _validation_error(exc: ValidationError) -> ToolError:
     return ToolError("invalid", message, field=first)
 
 
+def _offered(ctx: RunContext, tool: Tool[Any]) -> bool:
+    """Billing tools exist only where the environment publishes billing data; an environment that lists its
+    `tool_families` (e.g. FinOps data: billing only) offers just those."""
+    offered = ctx.offered_families
+    if offered is not None:
+        return tool.family in offered
+    return tool.family != "billing" or ctx.billing_file is not None
+
+
 class Gateway:
     """The tools of one run, with its profile, budgets and trajectory."""
 
     def __init__(self, ctx: RunContext, trajectory: TrajectoryLog | None = None) -> None:
         self.ctx = ctx
-        self.tools = [t for t in profile_tools(ctx.options.profile) if t.family not in ctx.options.hidden_families]
+        self.tools = [t for t in profile_tools(ctx.options.profile)
+                      if t.family not in ctx.options.hidden_families and _offered(ctx, t)]
         self._visible = {t.name: t for t in self.tools}
         self.trajectory = trajectory or TrajectoryLog(ctx.gateway_dir / "trajectory.jsonl")
         self._calls = 0
