@@ -24,7 +24,7 @@ import yaml
 
 from orchestrator import paths
 from orchestrator.errors import OpsBenchError
-from orchestrator.lifecycle import DEFAULT_AGENT, Interrupts, Progress, Run
+from orchestrator.lifecycle import Interrupts, Progress, Run
 from orchestrator.results import DECIDERS
 from orchestrator.spec import Scenario, find_scenario
 from orchestrator.verify import _prefixed, environment_key
@@ -179,7 +179,7 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
                         record(TrialRecord(rest.scenario, rest.agent, rest.trial, "", "error", None, 0.0,
                                            reason, host.id))
                     return
-            progress.message(f"{cell.scenario} / {cell.agent} / trial {cell.trial}")
+            progress.message(f"{cell.scenario} / {cell.agent or 'baseline agent'} / trial {cell.trial}")
             start = time.monotonic()
             trial = Run.trial_on(host, scn, cell.agent, tool_profile)
             summary = trial.execute_trial(healthy)
@@ -260,8 +260,9 @@ def load_campaign_file(path: Path) -> dict[str, Any]:
     if not isinstance(data.get("scenarios"), list) or not data["scenarios"] \
             or not all(isinstance(s, str) for s in data["scenarios"]):
         raise OpsBenchError(f"{path}: scenarios: a non-empty list of scenario ids")
-    agents = data.get("agents", [DEFAULT_AGENT])
-    if not isinstance(agents, list) or not agents or not all(isinstance(a, str) and a.strip() for a in agents):
+    agents = data.get("agents", [""])  # not given: "", each scenario's domain baseline
+    if "agents" in data and (not isinstance(agents, list) or not agents
+                             or not all(isinstance(a, str) and a.strip() for a in agents)):
         raise OpsBenchError(f"{path}: agents: a non-empty list of agent commands")
     for key in ("trials", "parallel"):
         value = data.get(key, 1)

@@ -269,7 +269,8 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
               help="A campaign file (YAML: name, scenarios, agents, trials, parallel); options given here override.")
 @click.option("--name", help="The campaign's name: its record is kept under the state dir, and running the same "
                              "name again resumes it (default: from the file, else 'default').")
-@click.option("--agent", "agents", multiple=True, help="Agent command (repeat for several; default: heuristic).")
+@click.option("--agent", "agents", multiple=True,
+              help="Agent command (repeat for several; default: each scenario's domain baseline).")
 @click.option("--trials", type=click.IntRange(1, 100), help="Trials per scenario and agent.  [default: 1]")
 @click.option("--parallel", type=click.IntRange(1, 8), help="Environments at once.  [default: 1]")
 @click.option("--tool-profile", type=click.Choice(["full", "no-traces", "metrics-only", "observe-only"]),
@@ -284,7 +285,7 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
     baseline re-checked between trials). Each trial is an ordinary run: `opsbench results` and
     `opsbench leaderboard` count it."""
     from orchestrator.campaign import Campaign, load_campaign_file, resolve, run_campaign, summarize
-    from orchestrator.lifecycle import DEFAULT_AGENT, Progress
+    from orchestrator.lifecycle import Progress
     from orchestrator.progress import TerminalProgress
 
     conf: dict[str, Any] = load_campaign_file(campaign_file) if campaign_file else {}
@@ -292,7 +293,7 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
     if not ids:
         raise OpsBenchError("no scenarios: give scenario ids or --file (see `opsbench list`)")
     chosen = resolve(ids)
-    the_agents = list(agents) or conf.get("agents") or [DEFAULT_AGENT]
+    the_agents = list(agents) or conf.get("agents") or [""]  # "": each scenario's domain baseline
     n_trials = trials or conf.get("trials", 1)
     k = parallel or conf.get("parallel", 1)
     camp = Campaign(name or conf.get("name") or "default")

@@ -50,6 +50,11 @@ DOMAIN_AGENTS = {"FinOps": f"{sys.executable} -m orchestrator.agents.finops"}
 PORT_BLOCK = 10
 
 
+def default_agent(scn: Scenario) -> str:
+    """The baseline agent of the scenario's domain: what runs when none is named."""
+    return DOMAIN_AGENTS.get(scn.data["metadata"]["domain"], DEFAULT_AGENT)
+
+
 def new_run_id() -> str:
     """Sortable by start time, unique across concurrent runs."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -138,7 +143,7 @@ class Run:
             "spec_version": scn.version,
             "spec_digest": scn.digest,
             "run_dir": str(run_dir),
-            "agent": agent or DOMAIN_AGENTS.get(scn.data["metadata"]["domain"], DEFAULT_AGENT),
+            "agent": agent or default_agent(scn),
             "keep": keep,
             "tool_profile": tool_profile,
             "status": "running",
@@ -183,7 +188,7 @@ class Run:
             "run_dir": str(host.run_dir),
             "record_dir": str(record_dir),
             "steps_dir": str(record_dir / "steps"),
-            "agent": agent or DEFAULT_AGENT,
+            "agent": agent or default_agent(scn),
             "keep": True,  # the host owns the environment
             "tool_profile": tool_profile,
             "status": "running",
