@@ -251,6 +251,19 @@ def diff_snapshots(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return changes
 
 
+def processes(container: str) -> set[int]:
+    proc = _podman(["exec", container, "ps", "-e", "-o", "pid="], text=True)
+    return {int(x) for x in proc.stdout.split() if x.isdigit()}
+
+
+def stop_strays(container: str, before: set[int]) -> list[int]:
+    """Kill processes the fetcher left running in the host (a hung fetcher's remote commands)."""
+    strays = sorted(processes(container) - before)
+    if strays:
+        _podman(["exec", container, "kill", "-9", *map(str, strays)])
+    return strays
+
+
 def archive(container: str, dest: Path) -> None:
     with dest.open("wb") as out:
         proc = subprocess.run(["podman", "exec", container, "tar", "-C", "/", "--numeric-owner", "-cpf", "-",
@@ -328,7 +341,10 @@ def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, con
         saved = work_dir / "host-before.tar"
         before = snapshot(container)
         archive(container, saved)
+        pids = processes(container)
         fetched = run_fetcher(playbook, inventory, work_dir / "evidence.json", fetcher_timeout)
+        if strays := stop_strays(container, pids):
+            extra["stray_processes_stopped"] = len(strays)
         after = snapshot(container)
         changes = diff_snapshots(before, after)
         extra.update(fetcher_rc=fetched.rc, fetcher_elapsed=fetched.elapsed, fetcher_timed_out=fetched.timed_out)

@@ -15,9 +15,11 @@ options:
   timeline: {description: Step name to started_at/ended_at Unix times., type: dict, default: {}}
   fetcher_timeout: {description: Seconds the fetcher may run., type: float, default: 60}
   policy_timeout: {description: Seconds one policy evaluation may take., type: float, default: 10}
+  project_root: {description: The checkout whose orchestrator package scores (first on sys.path)., type: path, required: true}
 """
 
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -35,9 +37,12 @@ def main():
             "timeline": {"type": "dict", "default": {}},
             "fetcher_timeout": {"type": "float", "default": 60},
             "policy_timeout": {"type": "float", "default": 10},
+            "project_root": {"type": "path", "required": True},
         },
         supports_check_mode=False,
     )
+    # The checkout that runs this role scores, also when another checkout is installed in the venv.
+    sys.path.insert(0, module.params["project_root"])
     try:
         from orchestrator.evaluation.ciso import assess
     except ImportError as exc:
