@@ -35,6 +35,7 @@ PACKAGE_RE = re.compile(r"^\s*package\s+([A-Za-z_][\w.]*)\s*$", re.MULTILINE)
 DECISION_RULE = "compliant"
 FETCHER_NAMES = ("playbook.yml", "playbook.yaml")
 CHECKER_NAMES = ("policy.rego",)
+FETCHER_ANSIBLE_ENV = ("ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP")
 # What the host snapshot leaves out: pseudo file systems, temp dirs and Ansible's own remote temp dir.
 SNAPSHOT_PRUNE = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/root/.ansible", "/var/cache", "/var/log")
 # What is archived before the fetcher runs, to revert a fetcher that changed the host.
@@ -149,12 +150,21 @@ def syntax_check(playbook: Path, inventory: Path, timeout: float = 60.0) -> tupl
         return False, "no fetcher playbook submitted"
     try:
         proc = subprocess.run(_ansible("ansible-playbook") + ["--syntax-check", "-i", str(inventory), str(playbook)],
-                              capture_output=True, text=True, timeout=timeout, cwd=playbook.parent)
+                              capture_output=True, text=True, timeout=timeout, cwd=playbook.parent,
+                              env=fetcher_env())
     except subprocess.TimeoutExpired:
         return False, f"syntax check exceeded {timeout:g}s"
     if proc.returncode != 0:
         return False, "the fetcher does not parse: " + " ".join((proc.stderr or proc.stdout).split())[-400:]
     return True, ""
+
+
+def fetcher_env() -> dict[str, str]:
+    """A plain Ansible for the fetcher: none of the step's runner callbacks, config or remote temp dir
+    (a controller path would be created on the host); ~/.ansible/tmp on the host is left out of snapshots."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") or k in FETCHER_ANSIBLE_ENV}
+    env["ANSIBLE_NOCOLOR"] = "1"
+    return env
 
 
 def _ansible(tool: str) -> list[str]:
@@ -178,8 +188,10 @@ def run_fetcher(playbook: Path, inventory: Path, evidence_path: Path, timeout: f
     evidence_path.unlink(missing_ok=True)
     log = playbook.parent / "fetcher.log"
     start = time.monotonic()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_CALLBACK")}
-    env["ANSIBLE_NOCOLOR"] = "1"
+    # A plain Ansible for the fetcher: none of the step's runner callbacks, config or remote temp dir
+    # (a controller path would be created on the host); ~/.ansible/tmp on the host is left out of snapshots.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") or k in FETCHER_ANSIBLE_ENV}
+    env["ANSIBLE_NOCOLOR"] = "1""
     with log.open("w") as out:
         proc = subprocess.Popen(_ansible("ansible-playbook") + ["-i", str(inventory), str(playbook),
                                 "-e", json.dumps({"evidence_path": str(evidence_path)})],
@@ -258,7 +270,9 @@ def processes(container: str) -> set[int]:
 
 def stop_strays(container: str, before: set[int]) -> list[int]:
     """Kill processes the fetcher left running in the host (a hung fetcher's remote commands)."""
-    strays = sorted(processes(container) - before)
+    new = processes(container) - before
+    time.sleep(0.5)  # a podman exec that was just ending is not a stray
+    strays = sorted(new & processes(container))
     if strays:
         _podman(["exec", container, "kill", "-9", *map(str, strays)])
     return strays
