@@ -22,7 +22,8 @@ from pathlib import Path
 PACKAGE = "opsbench.ciso.check"
 SSHD_VALUE = ("cat /etc/ssh/sshd_config.d/*.conf /etc/ssh/sshd_config 2>/dev/null"
               " | awk 'tolower($1) == tolower(\"{key}\") {{ print $2; exit }}'")
-MODULE_LINES = "grep -rhE '^[[:space:]]*(install|blacklist)[[:space:]]+{mod}([[:space:]]|$)' /etc/modprobe.d/ 2>/dev/null; true"
+MODULE_LINES = ("grep -rhE '^[[:space:]]*(install|blacklist)[[:space:]]+{mod}([[:space:]]|$)'"
+                " /etc/modprobe.d/ 2>/dev/null; true")
 
 # Rego helpers every policy gets: perm_ok("644", "640") is true when the mode grants no bit the maximum does not.
 HELPERS = """
@@ -143,13 +144,18 @@ def fetcher(control: Control, group: str) -> str:
 
     - name: Keep each probe's output
       ansible.builtin.set_fact:
-        ciso_evidence: "{{{{ dict(ciso_probe.results | map(attribute='item.key') | zip(ciso_probe.results | map(attribute='stdout'))) }}}}"
+        ciso_evidence: >-
+          {{{{ dict(ciso_probe.results | map(attribute='item.key')
+                   | zip(ciso_probe.results | map(attribute='stdout'))) }}}}
 
     - name: Write the evidence on the controller
       ansible.builtin.copy:
         dest: "{{{{ evidence_path }}}}"
         mode: "0644"
-        content: "{{{{ {{'control': '{control.id}', 'hosts': dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'ciso_evidence')))}} | to_json }}}}"
+        content: >-
+          {{{{ {{'control': '{control.id}',
+               'hosts': dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'ciso_evidence')))}}
+             | to_json }}}}
       delegate_to: localhost
       run_once: true
 """

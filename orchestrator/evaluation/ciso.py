@@ -72,8 +72,11 @@ def package_of(policy: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _rego_child(policy: str, query: str, input_json: str | None) -> dict[str, Any]:
-    """Runs in the child process: compile the policy and run one query."""
+def _rego_child(policy: str, ref: str, input_json: str | None) -> dict[str, Any]:
+    """Runs in the child process: compile the policy and read one reference.
+
+    The query binds the reference (``value := <ref>``): rego-cpp answers a bare reference whose
+    value is ``false`` as undefined, a binding keeps false apart from undefined."""
     from regopy import Interpreter, RegoError
 
     interp = Interpreter()
@@ -81,7 +84,7 @@ def _rego_child(policy: str, query: str, input_json: str | None) -> dict[str, An
         interp.add_module("policy.rego", policy)
         if input_json is not None:
             interp.set_input_term(input_json)
-        out = str(interp.query(query))
+        out = str(interp.query(f"value := {ref}"))
     except RegoError as exc:
         return {"ok": False, "error": " ".join(str(exc).split())[:500]}
     if out.strip() == "undefined":
@@ -90,14 +93,14 @@ def _rego_child(policy: str, query: str, input_json: str | None) -> dict[str, An
         parsed = json.loads(out)
     except ValueError:
         return {"ok": False, "error": " ".join(out.split())[:500]}
-    if "expressions" not in parsed:
+    bindings = parsed.get("bindings") if isinstance(parsed, dict) else None
+    if not isinstance(bindings, dict) or "value" not in bindings:
         return {"ok": False, "error": " ".join(out.split())[:500]}
-    values = parsed["expressions"]
-    return {"ok": True, "defined": bool(values), "value": values[0] if values else None}
+    return {"ok": True, "defined": True, "value": bindings["value"]}
 
 
 def rego_query(policy: str, query: str, input_doc: Any = None, timeout: float = 10.0) -> dict[str, Any]:
-    """Compile ``policy`` and run ``query`` (with ``input_doc`` as input) in a child process.
+    """Compile ``policy`` and read the reference ``query`` (with ``input_doc`` as input) in a child process.
 
     Returns {ok, defined, value} or {ok: False, error}; a crash or a time-out is an error."""
     payload = json.dumps({"policy": policy, "query": query,
@@ -149,7 +152,7 @@ def syntax_check(playbook: Path, inventory: Path, timeout: float = 60.0) -> tupl
     if not playbook.is_file() or not playbook.read_text().strip():
         return False, "no fetcher playbook submitted"
     try:
-        proc = subprocess.run(_ansible("ansible-playbook") + ["--syntax-check", "-i", str(inventory), str(playbook)],
+        proc = subprocess.run([*_ansible("ansible-playbook"), "--syntax-check", "-i", str(inventory), str(playbook)],
                               capture_output=True, text=True, timeout=timeout, cwd=playbook.parent,
                               env=fetcher_env())
     except subprocess.TimeoutExpired:
@@ -188,13 +191,10 @@ def run_fetcher(playbook: Path, inventory: Path, evidence_path: Path, timeout: f
     evidence_path.unlink(missing_ok=True)
     log = playbook.parent / "fetcher.log"
     start = time.monotonic()
-    # A plain Ansible for the fetcher: none of the step's runner callbacks, config or remote temp dir
-    # (a controller path would be created on the host); ~/.ansible/tmp on the host is left out of snapshots.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") or k in FETCHER_ANSIBLE_ENV}
-    env["ANSIBLE_NOCOLOR"] = "1""
+    env = fetcher_env()
     with log.open("w") as out:
-        proc = subprocess.Popen(_ansible("ansible-playbook") + ["-i", str(inventory), str(playbook),
-                                "-e", json.dumps({"evidence_path": str(evidence_path)})],
+        proc = subprocess.Popen([*_ansible("ansible-playbook"), "-i", str(inventory), str(playbook),
+                                 "-e", json.dumps({"evidence_path": str(evidence_path)})],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=playbook.parent,
                                 start_new_session=True, env=env)
         try:
