@@ -45,6 +45,13 @@ TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
 UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
 DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
 DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.heuristic"
+# The baseline agent for scenarios whose tasks the heuristic SRE agent cannot do.
+DEFAULT_AGENTS = {"assess": f"{sys.executable} -m orchestrator.agents.ciso"}
+
+
+def default_agent(scn: Scenario) -> str:
+    kinds = {t["kind"] for t in scn.data["tasks"]}
+    return next((DEFAULT_AGENTS[k] for k in sorted(kinds) if k in DEFAULT_AGENTS), DEFAULT_AGENT)
 PORT_BLOCK = 10
 
 
@@ -136,7 +143,7 @@ class Run:
             "spec_version": scn.version,
             "spec_digest": scn.digest,
             "run_dir": str(run_dir),
-            "agent": agent or DEFAULT_AGENT,
+            "agent": agent or default_agent(scn),
             "keep": keep,
             "tool_profile": tool_profile,
             "status": "running",
