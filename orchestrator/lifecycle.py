@@ -45,14 +45,17 @@ TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
 UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
 DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
 DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.heuristic"
-# The baseline agent of each domain, when the run names none.
+# The baseline agent when a run names none: by task kind (the heuristic SRE agent cannot assess), else by domain.
+KIND_AGENTS = {"assess": f"{sys.executable} -m orchestrator.agents.ciso"}
 DOMAIN_AGENTS = {"FinOps": f"{sys.executable} -m orchestrator.agents.finops"}
 PORT_BLOCK = 10
 
 
 def default_agent(scn: Scenario) -> str:
-    """The baseline agent of the scenario's domain: what runs when none is named."""
-    return DOMAIN_AGENTS.get(scn.data["metadata"]["domain"], DEFAULT_AGENT)
+    """The baseline agent for the scenario: what runs when none is named."""
+    kinds = {t["kind"] for t in scn.data["tasks"]}
+    by_kind = next((KIND_AGENTS[k] for k in sorted(kinds) if k in KIND_AGENTS), None)
+    return by_kind or DOMAIN_AGENTS.get(scn.data["metadata"]["domain"], DEFAULT_AGENT)
 
 
 def new_run_id() -> str:

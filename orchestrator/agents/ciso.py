@@ -1,0 +1,216 @@
+"""Deterministic baseline CISO agent: a fetcher and a policy from templates for the controls it knows.
+
+Reads the manifest ($OPSBENCH_MANIFEST), recognises the requirement of its assess task among the
+CIS Debian controls below by keywords of the requirement text, and writes an Ansible fetcher
+(playbook.yml) and a Rego checker (policy.rego) into its workspace and into its output
+($OPSBENCH_OUTPUT, ciso_output schema). It never looks at the host itself: the evaluator runs
+the artifacts. It proves the CISO scenarios solvable (docs/ciso.md).
+
+``--invert`` writes a deliberately wrong policy (the decision negated): the negative control of
+the tests. Run: ``opsbench run ciso-sshd-root-login-noncompliant --agent "python -m orchestrator.agents.ciso"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "opsbench.ciso.check"
+SSHD_VALUE = ("cat /etc/ssh/sshd_config.d/*.conf /etc/ssh/sshd_config 2>/dev/null"
+              " | awk 'tolower($1) == tolower(\"{key}\") {{ print $2; exit }}'")
+MODULE_LINES = ("grep -rhE '^[[:space:]]*(install|blacklist)[[:space:]]+{mod}([[:space:]]|$)'"
+                " /etc/modprobe.d/ 2>/dev/null; true")
+
+# Rego helpers every policy gets: perm_ok("644", "640") is true when the mode grants no bit the maximum does not.
+HELPERS = """
+perm_ok(got, max) if {
+	g := split(got, "")
+	m := split(max, "")
+	count(g) == 3
+	every i in [0, 1, 2] {
+		bits.and(to_number(g[i]), 7 - to_number(m[i])) == 0
+	}
+}
+
+value(p, probe) := trim_space(p[probe])
+"""
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control the agent knows: keywords that recognise it, read-only probes, the Rego test of one host."""
+
+    id: str
+    keywords: tuple[str, ...]
+    probes: dict[str, str]
+    rego: str  # body rules of host_ok(p), p = the host's probe outputs
+
+
+def _sshd(cid: str, key: str, rego: str, *words: str) -> Control:
+    return Control(cid, (key.lower(), *words), {"value": SSHD_VALUE.format(key=key)}, rego)
+
+
+def _perm(cid: str, path: str, mode: str, groups: tuple[str, ...]) -> Control:
+    group_set = ", ".join(f'"{g}"' for g in groups)
+    return Control(cid, (path, "permission"), {"stat": f"stat -c '%a %U %G' {path}"},
+                   f"""host_ok(p) if {{
+	parts := split(value(p, "stat"), " ")
+	perm_ok(parts[0], "{mode}")
+	parts[1] == "root"
+	parts[2] in {{{group_set}}}
+}}""")
+
+
+def _module(cid: str, mod: str) -> Control:
+    return Control(cid, (mod, "kernel module"), {"lines": MODULE_LINES.format(mod=mod)},
+                   f"""host_ok(p) if {{
+	lines := [trim_space(l) | some l in split(p.lines, "\\n")]
+	some a in lines
+	regex.match(`^install\\s+{mod}\\s+/bin/(false|true)$`, a)
+	some b in lines
+	regex.match(`^blacklist\\s+{mod}$`, b)
+}}""")
+
+
+CONTROLS = (
+    _sshd("CIS Debian 5.2.10", "PermitRootLogin", 'host_ok(p) if lower(value(p, "value")) == "no"', "root"),
+    _sshd("CIS Debian 5.2.7", "MaxAuthTries",
+          'host_ok(p) if {\n\tv := value(p, "value")\n\tv != ""\n\tto_number(v) <= 4\n}'),
+    _sshd("CIS Debian 5.2.22", "LoginGraceTime",
+          'host_ok(p) if {\n\tv := value(p, "value")\n\tregex.match(`^[0-9]+$`, v)\n'
+          '\tto_number(v) >= 1\n\tto_number(v) <= 60\n}'),
+    _sshd("CIS Debian 5.2.11", "PermitEmptyPasswords",
+          'host_ok(p) if lower(value(p, "value")) in {"no", ""}'),
+    _sshd("CIS Debian 5.2.12", "X11Forwarding", 'host_ok(p) if lower(value(p, "value")) in {"no", ""}'),
+    _perm("CIS Debian 6.1.1", "/etc/passwd", "644", ("root",)),
+    _perm("CIS Debian 6.1.5", "/etc/shadow", "640", ("root", "shadow")),
+    _perm("CIS Debian 5.2.1", "/etc/ssh/sshd_config", "600", ("root",)),
+    Control("CIS Debian 5.5.1.2", ("pass_max_days",),
+            {"value": "awk '$1 == \"PASS_MAX_DAYS\" { print $2 }' /etc/login.defs"},
+            'host_ok(p) if {\n\tv := value(p, "value")\n\tv != ""\n\tto_number(v) <= 365\n\tto_number(v) > 0\n}'),
+    Control("CIS Debian 5.5.1.1", ("pass_min_days",),
+            {"value": "awk '$1 == \"PASS_MIN_DAYS\" { print $2 }' /etc/login.defs"},
+            'host_ok(p) if {\n\tv := value(p, "value")\n\tv != ""\n\tto_number(v) >= 1\n}'),
+    Control("CIS Debian 5.1.8", ("cron.allow", "cron"),
+            {"allow": "test -f /etc/cron.allow && echo present || echo absent",
+             "deny": "test -e /etc/cron.deny && echo present || echo absent"},
+            'host_ok(p) if {\n\tvalue(p, "allow") == "present"\n\tvalue(p, "deny") == "absent"\n}'),
+    _module("CIS Debian 1.1.1.1", "cramfs"),
+    _module("CIS Debian 1.1.1.2", "freevxfs"),
+    _module("CIS Debian 1.1.1.4", "hfs"),
+    _module("CIS Debian 1.1.10", "usb-storage"),
+    Control("CIS Debian 1.1.21", ("sticky bit", "world-writable"),
+            {"dirs": "find / -xdev -type d -perm -0002 ! -perm -1000 2>/dev/null; true"},
+            'host_ok(p) if value(p, "dirs") == ""'),
+    Control("CIS Debian 5.3.3", ("sudo", "logfile"),
+            {"lines": "grep -rhE '^[[:space:]]*Defaults[[:space:]].*logfile[[:space:]]*=' "
+                      "/etc/sudoers /etc/sudoers.d/ 2>/dev/null; true"},
+            'host_ok(p) if value(p, "lines") != ""'),
+    Control("CIS Debian 6.1.11", ("owner", "group", "without an existing"),
+            {"files": "find / -xdev \\( -nouser -o -nogroup \\) 2>/dev/null; true"},
+            'host_ok(p) if value(p, "files") == ""'),
+)
+
+
+def recognise(goal: str) -> Control | None:
+    """The known control whose keywords all occur in the requirement (the most specific match wins)."""
+    text = goal.lower()
+    hits = [c for c in CONTROLS if all(re.search(re.escape(k), text) for k in c.keywords)]
+    hits.sort(key=lambda c: -sum(len(k) for k in c.keywords))
+    return hits[0] if hits else None
+
+
+def fetcher(control: Control, group: str) -> str:
+    probes = json.dumps(control.probes, indent=None)
+    return f"""---
+# Fetcher for {control.id}: read-only probes on every target host, evidence written on the controller.
+- name: Collect evidence for {control.id}
+  hosts: {group}
+  gather_facts: false
+  vars:
+    ciso_probes: {probes}
+  tasks:
+    - name: Run the read-only probes
+      ansible.builtin.shell: "{{{{ item.value }}}}"
+      loop: "{{{{ ciso_probes | dict2items }}}}"
+      register: ciso_probe
+      changed_when: false
+      failed_when: false
+      check_mode: false
+
+    - name: Keep each probe's output
+      ansible.builtin.set_fact:
+        ciso_evidence: >-
+          {{{{ dict(ciso_probe.results | map(attribute='item.key')
+                   | zip(ciso_probe.results | map(attribute='stdout'))) }}}}
+
+    - name: Write the evidence on the controller
+      ansible.builtin.copy:
+        dest: "{{{{ evidence_path }}}}"
+        mode: "0644"
+        content: >-
+          {{{{ {{'control': '{control.id}',
+               'hosts': dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'ciso_evidence')))}}
+             | to_json }}}}
+      delegate_to: localhost
+      run_once: true
+"""
+
+
+def policy(control: Control, invert: bool = False) -> str:
+    decision = ("compliant if not all_hosts_ok" if invert else "compliant if all_hosts_ok")
+    return f"""# Checker for {control.id}: compliant when every host's evidence satisfies the control.
+package {PACKAGE}
+
+import rego.v1
+
+default compliant := false
+
+{decision}
+
+all_hosts_ok if {{
+	count(input.hosts) > 0
+	every _, p in input.hosts {{
+		host_ok(p)
+	}}
+}}
+
+{control.rego}
+{HELPERS}"""
+
+
+def main(argv: list[str]) -> int:
+    invert = "--invert" in argv
+    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
+    out_path = Path(os.environ["OPSBENCH_OUTPUT"])
+    task = next((t for t in manifest["tasks"] if t["kind"] == "assess"), None)
+    group = (manifest.get("targets") or {}).get("group", "all")
+    control = recognise(task["goal"]) if task else None
+    if control is None:
+        out_path.write_text(json.dumps({"schema": "opsbench/ciso/v1", "artifacts": [
+            {"name": "README", "kind": "other", "content": "no known control matches the requirement"}],
+            "posture": {"compliant": None}, "explanation": "requirement not recognised"}))
+        return 0
+    playbook, rego = fetcher(control, group), policy(control, invert)
+    workspace = out_path.parent / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "playbook.yml").write_text(playbook)
+    (workspace / "policy.rego").write_text(rego)
+    out_path.write_text(json.dumps({
+        "schema": "opsbench/ciso/v1",
+        "artifacts": [{"name": "playbook.yml", "kind": "ansible_playbook", "content": playbook},
+                      {"name": "policy.rego", "kind": "rego", "content": rego}],
+        "posture": {"compliant": None, "controls": [{"id": control.id, "status": "unknown",
+                                                     "reason": "decided by the evaluator running the artifacts"}]},
+        "explanation": f"recognised {control.id}; fetcher and checker from templates"
+                       + (" (policy deliberately inverted)" if invert else ""),
+    }, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
