@@ -29,7 +29,7 @@ pytestmark = [
                        reason="image builds need root on Debian/Ubuntu"),
 ]
 
-IMAGES = ("opsbench-base", "opsbench-infra", "opsbench-pyruntime", "opsbench-shop")
+IMAGES = ("opsbench-base", "opsbench-infra", "opsbench-pyruntime", "opsbench-shop", "opsbench-cishost")
 WARM_RUN_LIMIT = 90.0  # seconds; measured ~15 s for ansible-playbook, plus ansible-runner's start
 
 
