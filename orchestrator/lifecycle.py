@@ -384,26 +384,28 @@ class Run:
         with Interrupts(self.progress.message) as interrupts:
             self.interrupts = interrupts
             total = len(FORWARD) + len(CLEANUP) - (1 if self.state["keep"] else 0)
-            status, reason = "completed", ""
-            for index, step in enumerate(FORWARD, 1):
-                if self._interrupted():
-                    status, reason = "interrupted", f"interrupted before {step}"
-                    break
-                if step == "agent":
-                    self._agent(index, total)
-                    continue
-                result = self._step(step, index, total)
-                if result.status == "successful":
-                    continue
-                status, reason = _failure_status(step, result)
-                break
-            if self._interrupted() and status == "completed":
-                status, reason = "interrupted", "interrupted"
-            self.state["status"] = status
-            self.state["reason"] = reason
-            self._save()
+            self._forward(FORWARD, total)
             self.cleanup(first_index=len(FORWARD) + 1, total=total)
         return self.summary()
+
+    def _forward(self, steps: list[str], total: int) -> None:
+        """Run `steps` in order until one fails or an interrupt arrives; record the run's status and reason."""
+        status, reason = "completed", ""
+        for index, step in enumerate(steps, 1):
+            if self._interrupted():
+                status, reason = "interrupted", f"interrupted before {step}"
+                break
+            if step == "agent":
+                self._agent(index, total)
+                continue
+            result = self._step(step, index, total)
+            if result.status != "successful":
+                status, reason = _failure_status(step, result)
+                break
+        if self._interrupted() and status == "completed":
+            status, reason = "interrupted", "interrupted"
+        self.state["status"], self.state["reason"] = status, reason
+        self._save()
 
     # -- agent trials on a host's environment (campaigns) ----------------------------------
     def execute_trial(self, healthy: bool = False) -> dict[str, Any]:
@@ -412,23 +414,8 @@ class Run:
         files the roles wrote into the host's directory are moved into this run's own directory at the end."""
         forward = [s for s in FORWARD if s != "deploy" and not (healthy and s == "baseline")]
         total = len(forward) + 4
-        status, reason = "completed", ""
         try:
-            for index, step in enumerate(forward, 1):
-                if self._interrupted():
-                    status, reason = "interrupted", f"interrupted before {step}"
-                    break
-                if step == "agent":
-                    self._agent(index, total)
-                    continue
-                result = self._step(step, index, total)
-                if result.status != "successful":
-                    status, reason = _failure_status(step, result)
-                    break
-            if self._interrupted() and status == "completed":
-                status, reason = "interrupted", "interrupted"
-            self.state["status"], self.state["reason"] = status, reason
-            self._save()
+            self._forward(forward, total)
             self.cleanup(first_index=len(forward) + 1, total=total)
             if "remove" in self.state["done"] or "inject" not in self.state["started"]:
                 pristine = self._step("pristine", total, total, cleanup=True)
