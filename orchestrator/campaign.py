@@ -160,6 +160,7 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
     """Deploy one environment, run `cells` on it (redeploying after a trial that left it dirty), tear it down."""
     host: Run | None = None
     healthy = False
+    since: float | None = None  # when the environment was last proved back at baseline after a trial
     try:
         for cell in cells:
             if interrupts.set:
@@ -173,6 +174,7 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
                                  f"{len(cells)} trial(s)")
                 deploy = host._step("deploy", 1, 1)
                 healthy = False
+                since = None
                 if deploy.status != "successful":
                     reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}"
                     for rest in cells[cells.index(cell):]:
@@ -181,8 +183,9 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
                     return
             progress.message(f"{cell.scenario} / {cell.agent or 'baseline agent'} / trial {cell.trial}")
             start = time.monotonic()
-            trial = Run.trial_on(host, scn, cell.agent, tool_profile)
+            trial = Run.trial_on(host, scn, cell.agent, tool_profile, visible_since=since)
             summary = trial.execute_trial(healthy)
+            since = time.time()
             clean = summary.get("recovered") is not False and not summary.get("leftovers") \
                 and summary.get("cleanup") == "done"
             elapsed = round(time.monotonic() - start, 1)

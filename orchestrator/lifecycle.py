@@ -174,10 +174,13 @@ class Run:
         return cls(state, progress)
 
     @classmethod
-    def trial_on(cls, host: Run, scn: Scenario, agent: str | None, tool_profile: str = "full") -> Run:
+    def trial_on(cls, host: Run, scn: Scenario, agent: str | None, tool_profile: str = "full",
+                 visible_since: float | None = None) -> Run:
         """A run of `scn` on `host`'s deployed environment: recorded as a run of its own (own id, phases, run.json
         and artifacts under ``<host dir>/trials/<id>``), while its playbooks see the host's run id and directory,
-        which is where the environment, its faults' state and the per-run files of the roles live."""
+        which is where the environment, its faults' state and the per-run files of the roles live.
+        `visible_since`: when the previous trial left the environment back at baseline; the agent's gateway
+        shows no telemetry from before it."""
         run_id = new_run_id()
         record_dir = host.run_dir / "trials" / run_id
         record_dir.mkdir(parents=True)
@@ -194,6 +197,7 @@ class Run:
             "agent": agent or default_agent(scn),
             "keep": True,  # the host owns the environment
             "tool_profile": tool_profile,
+            "visible_since": round(visible_since, 3) if visible_since is not None else None,
             "status": "running",
             "started": [],
             "done": [],
@@ -251,6 +255,8 @@ class Run:
         elif step == "handover":
             ev["opsbench_manifest"] = v["manifest"]
             ev["opsbench_tool_profile"] = self.state.get("tool_profile", "full")
+            if self.state.get("visible_since") is not None:
+                ev["opsbench_visible_since"] = self.state["visible_since"]
         elif step == "evaluate":
             ev["opsbench_evaluators"] = v["evaluators"]
             ev["opsbench_ground_truth"] = v["ground_truth"]

@@ -32,6 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", default="full", choices=sorted(PROFILES))
     parser.add_argument("--max-calls", type=int, default=None, help="refuse calls after this many")
     parser.add_argument("--deadline", type=float, default=None, help="refuse calls after this Unix time")
+    parser.add_argument("--since", type=float, default=None,
+                        help="Unix time before which no logs, traces or metrics are shown (shared environments)")
     parser.add_argument("--run-id", default=None, help="default: the run directory's name")
     parser.add_argument("--hide", action="append", default=[], choices=["metrics", "traces", "logs"],
                         help="an evidence family the scenario masks (repeatable)")
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     run_dir = args.run_dir.resolve()
     options = GatewayOptions(profile=args.profile, max_calls=args.max_calls, deadline=args.deadline,
-                             hidden_families=tuple(args.hide))
+                             hidden_families=tuple(args.hide), visible_since=args.since)
     ctx = load_context(run_dir, options, run_id=args.run_id)
     ctx.gateway_dir.mkdir(parents=True, exist_ok=True)
     _logging(ctx.gateway_dir / "gateway.log")

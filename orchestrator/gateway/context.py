@@ -35,6 +35,9 @@ class GatewayOptions:
     """Unix time after which every call is refused."""
     hidden_families: tuple[str, ...] = ()
     """Evidence families the scenario masks (e.g. traces off): their tools are neither listed nor callable."""
+    visible_since: float | None = None
+    """Unix time before which the agent sees no telemetry: on a shared environment, when the previous trial had
+    left it back at baseline, so an earlier trial's faults cannot stand in as evidence for this one."""
 
 
 @dataclass

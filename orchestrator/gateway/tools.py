@@ -143,8 +143,8 @@ def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
             raise invalid("start", "a range query needs `start` (or leave out end and step for an instant query)")
         if args.time is not None:
             raise invalid("time", "give either `time` (instant query) or `start`/`end` (range query)")
-        start = parse_time("start", args.start, now)
-        end = parse_time("end", args.end, now) if args.end is not None else now
+        start = _not_before_window(ctx, "start", parse_time("start", args.start, now))
+        end = _not_before_window(ctx, "end", parse_time("end", args.end, now) if args.end is not None else now)
         if end <= start:
             raise invalid("end", "must be after start")
         step = parse_duration("step", args.step) if args.step is not None else max(1.0, (end - start) / DEFAULT_POINTS)
@@ -155,7 +155,7 @@ def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
                   "step": f"{step:.3f}".rstrip("0").rstrip(".")}
         path = "/api/v1/query_range"
     else:
-        at = parse_time("time", args.time, now) if args.time is not None else now
+        at = _not_before_window(ctx, "time", parse_time("time", args.time, now) if args.time is not None else now)
         params = {"query": args.query, "time": f"{at:.3f}"}
         path = "/api/v1/query"
     answer = get_json(prometheus, path, params, what="Prometheus", query_field="query")
@@ -194,12 +194,30 @@ def _now(ctx: RunContext, cursor: paging.Cursor) -> float:
     return cursor.pin / 1e9 if cursor.pin is not None else ctx.clock()
 
 
-def _window(now: float, since: TimeArg | None, until: TimeArg | None) -> tuple[int | None, int]:
+def _window(ctx: RunContext, now: float, since: TimeArg | None, until: TimeArg | None) -> tuple[int | None, int]:
+    """The records' time window, clamped to the run's visible window (see `GatewayOptions.visible_since`)."""
     until_ns = to_ns(parse_time("until", until, now) if until is not None else now)
     since_ns = to_ns(parse_time("since", since, now)) if since is not None else None
+    floor = ctx.options.visible_since
+    if floor is not None:
+        if until_ns <= to_ns(floor):
+            raise invalid("until", f"before this run's window, which starts at {floor:.3f} (Unix time): earlier "
+                          "records belong to another run on this environment")
+        since_ns = max(since_ns or 0, to_ns(floor))
     if since_ns is not None and since_ns >= until_ns:
         raise invalid("since", "must be before until")
     return since_ns, until_ns
+
+
+def _not_before_window(ctx: RunContext, field: str, at: float) -> float:
+    """`at` for a metric query, refused when it lies before the run's visible window; a range start is clamped."""
+    floor = ctx.options.visible_since
+    if floor is None or at >= floor:
+        return at
+    if field == "start":
+        return floor
+    raise invalid(field, f"before this run's window, which starts at {floor:.3f} (Unix time): earlier samples "
+                  "belong to another run on this environment")
 
 
 def search_logs(ctx: RunContext, args: SearchLogsArgs) -> ToolResult:
@@ -207,7 +225,7 @@ def search_logs(ctx: RunContext, args: SearchLogsArgs) -> ToolResult:
     query = args.model_dump()
     cursor = paging.decode(args.page, query)
     now = _now(ctx, cursor)
-    since_ns, until_ns = _window(now, args.since, args.until)
+    since_ns, until_ns = _window(ctx, now, args.since, args.until)
     page = ctx.store().search_logs(service=service, since_ns=since_ns, until_ns=until_ns, severity_min=args.severity,
                                    contains=args.contains, trace_id=args.trace_id, limit=args.limit,
                                    offset=cursor.offset, hidden_services=ctx.scope.hidden_services)
@@ -237,6 +255,8 @@ def get_traces(ctx: RunContext, args: GetTracesArgs) -> ToolResult:
             if query[name] is not None:
                 raise invalid(name, "not used with trace_id (a trace is returned whole, page by page)")
         spans = ctx.store().get_trace(args.trace_id, hidden_services=ctx.scope.hidden_services)
+        if ctx.options.visible_since is not None and spans and spans[0]["start_ns"] < to_ns(ctx.options.visible_since):
+            spans = []  # a trace of an earlier run on this environment
         if not spans:
             raise ToolError("not_found", f"trace_id: no span of trace {args.trace_id!r} is recorded",
                             field="trace_id")
@@ -244,7 +264,7 @@ def get_traces(ctx: RunContext, args: GetTracesArgs) -> ToolResult:
         return ToolResult({"trace_id": args.trace_id.strip().lower(), **body}, next_page)
     service = ctx.scope.service("service", args.service) if args.service is not None else None
     now = _now(ctx, cursor)
-    since_ns, until_ns = _window(now, args.since, args.until)
+    since_ns, until_ns = _window(ctx, now, args.since, args.until)
     page = ctx.store().get_traces(service=service, since_ns=since_ns, until_ns=until_ns,
                                   errors_only=args.errors_only, limit=args.limit or 20, offset=cursor.offset,
                                   hidden_services=ctx.scope.hidden_services)

@@ -363,3 +363,26 @@ def test_trajectory_records_every_call_and_redacts(gw: Gateway, run_dir: Path) -
     assert "family" not in records[3]
     text = (run_dir / "gateway" / "trajectory.jsonl").read_text()
     assert TOKEN not in text
+
+
+def test_visible_window_hides_an_earlier_runs_records(run_dir: Path, obs: FakeObservability) -> None:
+    """On a shared environment the gateway shows nothing from before the run's window: logs and traces are
+    clamped, a trace or metric time before it is refused, a range query's start is moved up to it."""
+    floor = T0 / 1e9 + 12.5  # checkout logs are at T0 + i s; traces start at T0 and T0 + 10 s
+    gw = make_gateway(run_dir, visible_since=floor)
+    logs = ok(gw, "search_logs", service="checkout", limit=1000).result
+    assert logs["total"] == 12 and min(r["time_ns"] for r in logs["items"]) >= T0 + 13 * 10**9
+    assert ok(gw, "search_logs", service="checkout", since=T0 / 1e9, limit=1000).result["total"] == 12
+    error = refused(gw, "search_logs", {"until": T0 / 1e9 + 5}, "invalid")
+    assert error["field"] == "until" and "window" in error["message"]
+    assert ok(gw, "get_traces").result["total"] == 0
+    refused(gw, "get_traces", {"trace_id": TRACE_ERR}, "not_found")
+    error = refused(gw, "query_metrics", {"query": "up", "time": floor - 60}, "invalid")
+    assert error["field"] == "time"
+    obs.requests.clear()
+    ok(gw, "query_metrics", query="up", start=floor - 600, end=floor + 60, step="10s")
+    sent = [q for p, q in obs.requests if p.endswith("/query_range")]
+    assert sent and float(sent[-1]["start"]) == pytest.approx(floor)
+    unclamped = make_gateway(run_dir)
+    assert ok(unclamped, "search_logs", service="checkout", limit=1000).result["total"] == 25
+    assert ok(unclamped, "get_traces").result["total"] == 2
