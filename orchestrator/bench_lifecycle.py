@@ -12,6 +12,7 @@ same playbook is measured in the same invocation (`orchestrator.bench.measure_ov
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import threading
@@ -48,6 +49,8 @@ class MemorySampler:
         self.since, self.interval = since, interval
         self.peak_mib = 0.0
         self.peak_containers = 0
+        self.loads: list[float] = []
+        """1-minute load average at each sample: how busy the machine was (figures on a loaded one mean less)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._env = ansible_env()
@@ -72,6 +75,7 @@ class MemorySampler:
         return float(num or 0) * UNITS.get(unit, 1)
 
     def sample(self) -> None:
+        self.loads.append(os.getloadavg()[0])
         rows = json.loads(self._podman("ps", "--filter", "label=opsbench.run", "--format", "json") or "[]")
         names = [r["Names"][0] for r in rows if (r.get("Labels") or {}).get("opsbench.run", "") >= self.since
                  and r.get("State") == "running"]
@@ -150,6 +154,7 @@ def bench(scenarios: list[Scenario], trials: int, levels: list[int], overhead_re
             "trial_lifecycle_without_agent_s": _stats(per_trial),
             "trial_lifecycle_with_deploy_share_s": _stats(amortized),
             "peak_memory_mib": memory.peak_mib, "peak_containers": memory.peak_containers,
+            "load_1m": _stats(memory.loads), "cores": os.cpu_count(),
         }
     echo(f"orchestrator overhead: {overhead_repeats} interleaved repeats of one step each way")
     report["overhead"] = measure_overhead(overhead_repeats, echo)
@@ -163,6 +168,9 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"\nK={k}: {level['finished']}/{level['trials']} trials in {level['wall_s']} s -> "
                      f"{level['runs_per_hour']} runs/hour; peak memory {level['peak_memory_mib']} MiB "
                      f"({level['peak_containers']} containers)")
+        if level.get("load_1m"):
+            lines.append(f"  machine: {level['cores']} cores, 1-min load average median {level['load_1m']['median']}"
+                         f" (max {level['load_1m']['max']})")
         lines.append(f"  {'PHASE':<18} {'MEDIAN s':>9} {'MIN s':>8} {'MAX s':>8} {'N':>4}")
         for phase, s in level["phases_s"].items():
             if s:
