@@ -157,7 +157,8 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
     else:
         spec_file = gt_path.parent / "scenario.yaml"
         if spec_file.is_file():
-            topology = load_topology(read_yaml(spec_file)["environment"]["application"])
+            env = read_yaml(spec_file)["environment"]
+            topology = load_topology(env["application"], env.get("backend", "local"))
     if not isinstance(topology, dict) or "entities" not in topology:
         raise OpsBenchError(f"no topology for {gt_path}: pass --topology (a topology.yml or a run's environment.json)")
     result = score_diagnosis(output_path, truth, topology)
