@@ -84,6 +84,21 @@ def test_environment_manifests_validate(rendered: Path, version: str):
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_agent_access_objects_validate(rendered: Path, version: str):
+    docs = dict(_docs(sorted((rendered / "access").glob("*.yaml"))))
+    assert len(docs) == 8
+    for doc in docs.values():
+        _validate(doc, version)
+    roles = {k.split("/")[1].split(".")[0]: d for k, d in docs.items() if d["kind"] == "Role"}
+    read_only = {v for r in roles["diagnose"]["rules"] for v in r["verbs"]}
+    assert read_only == {"get", "list", "watch"}
+    assert "patch" in {v for r in roles["mitigate"]["rules"] for v in r["verbs"]}
+    # Never cluster-wide: only namespaced objects, in the run's namespace.
+    assert {d["kind"] for d in docs.values()} == {"ServiceAccount", "Role", "RoleBinding", "Secret"}
+    assert {d["metadata"]["namespace"] for d in docs.values()} == {"ob-render"}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_fault_objects_validate(rendered: Path, version: str):
     files = sorted((rendered / "faults").glob("*/*.yaml"))
     assert {f.parent.name for f in files} >= {"bad-image", "quota", "netpol", "secret", "affinity"}
