@@ -148,7 +148,6 @@ def export_playbook(scenarios: list[Scenario], clusters: list[ClusterSpec], tria
                     scm_url: str = "https://github.com/example/opsbench.git", scm_branch: str = "main",
                     project_dir: str = "/runner/project") -> str:
     """The AWX export playbook as YAML text."""
-    org = {"name": "{{ opsbench_awx_organization }}"}
     by_id = {s.id: s for s in scenarios}
     for c in clusters:
         c.scenarios = c.scenarios or list(by_id)

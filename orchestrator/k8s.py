@@ -45,13 +45,13 @@ def require_cluster(scenario_id: str = "", timeout: float = 5.0) -> Cluster:
                             f"no Kubernetes cluster to run on. To run it, {SETUP_HINT}.")
     context = os.environ.get("OPSBENCH_K8S_CONTEXT") or None
     try:
-        api_client = config.new_client_from_config(config_file=str(path), context=context)
+        api_client = config.new_client_from_config(config_file=str(path), context=context)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError, ValueError, TypeError) as exc:
         raise OpsBenchError(f"{what} the kubernetes backend, but the kubeconfig {path} ({source}) cannot be "
                             f"loaded: {exc}. Fix it, or {SETUP_HINT}.") from exc
     server = api_client.configuration.host
     try:
-        _, active = config.list_kube_config_contexts(config_file=str(path))
+        _, active = config.list_kube_config_contexts(config_file=str(path))  # type: ignore[no-untyped-call]
         ctx_name = context or (active or {}).get("name", "?")
     except (ConfigException, OSError, ValueError, TypeError):
         ctx_name = context or "?"
