@@ -105,7 +105,8 @@ def workflow_vars(scn: Scenario, agent: str | None, project_dir: str) -> dict[st
         "opsbench_port_base": 20000,
         "opsbench_scenario": scn.id,
         "opsbench_environment": {"name": "environment", "role": scn.environment_role,
-                                 "vars": resolve_role_vars(scn.environment_role, "deploy", env["args"])},
+                                 "vars": _awx_env_vars(resolve_role_vars(scn.environment_role, "deploy",
+                                                                         env["args"]))},
         "opsbench_faults": sv["faults"],
         "opsbench_manifest": sv["manifest"],
         "opsbench_tool_profile": "full",
@@ -121,6 +122,13 @@ def workflow_vars(scn: Scenario, agent: str | None, project_dir: str) -> dict[st
     out["opsbench_run_id"] = "{{ awx_workflow_job_id | default(tower_workflow_job_id) }}"
     out["opsbench_run_dir"] = "{{ opsbench_awx_run_root }}/{{ opsbench_run_id }}"
     return out
+
+
+def _awx_env_vars(resolved: dict[str, Any]) -> dict[str, Any]:
+    """AWX jobs run in pods (container groups) and do not share processes: no port forwards, cluster DNS."""
+    if "env_k8s_shop_endpoints" in resolved:
+        resolved = {**resolved, "env_k8s_shop_endpoints": "cluster-dns"}
+    return resolved
 
 
 def workflow_nodes(scn: Scenario, prefix: str, cluster: str, project_dir: str) -> list[dict[str, Any]]:

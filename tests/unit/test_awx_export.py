@@ -72,6 +72,7 @@ def test_one_job_template_per_step_and_kubeconfig_credential_type(exported: Path
 
 def test_workflow_vars_have_no_local_paths(exported: Path):
     text = exported.read_text()
+    assert "env_k8s_shop_endpoints: cluster-dns" in text  # no port forwards between AWX jobs
     assert str(paths.PROJECT_ROOT) not in text
     assert "/runner/project/scenario_specs/" in text  # the ground truth, inside AWX's project checkout
 
