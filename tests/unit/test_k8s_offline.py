@@ -4,7 +4,8 @@ removed from the rendered objects.
 
 One ansible-playbook run (playbooks/k8s_render.yml) renders the environment (plain and Prometheus
 Operator modes) through env_k8s_shop's own templates and runs every fault_k8s_* role in offline mode;
-it takes 30-100 s on this machine, so it runs once per session.
+it took 3-7 min on the shared 2-core development machine under load (about 430 tasks), so it runs
+once per session.
 """
 
 from __future__ import annotations
