@@ -10,14 +10,18 @@ export XDG_CACHE_HOME ?= $(CURDIR)/.opsbench/cache
 PIP_FILTER := grep -v -e "^WARNING: Location 'file:" || true
 NAME ?=
 AGENT ?=
+BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
 	@echo "make test                    run the whole test suite (unit + end to end)"
-	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...']"
+	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...'] [BACKEND=kubernetes]"
+	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
+	@echo "make k8s-images              load the shop's images into kind [KIND_CLUSTER=opsbench] or push them [K8S_REGISTRY=host/path]"
+	@echo "make awx-export              write the AWX objects playbook (awx/opsbench_awx.yml)"
 	@echo "make list                    list scenarios"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
@@ -55,7 +59,7 @@ lint:
 
 scenario:
 	@test -n "$(NAME)" || { echo "usage: make scenario NAME=<scenario id> [AGENT='command']  (see: make list)"; exit 2; }
-	$(BIN)/opsbench run $(NAME) $(if $(AGENT),--agent "$(AGENT)")
+	$(BIN)/opsbench run $(NAME) $(if $(AGENT),--agent "$(AGENT)") $(if $(BACKEND),--backend $(BACKEND))
 
 list:
 	@$(BIN)/opsbench list
@@ -86,3 +90,15 @@ cleanup:
 
 clean:
 	rm -rf .opsbench
+
+# Live tests of the kubernetes backend: they run only when KUBECONFIG reaches a cluster (else they skip, saying so).
+e2e-kubernetes:
+	@$(BIN)/pytest -m e2e tests/e2e/test_kubernetes.py -rs $(PYTEST_ARGS)
+
+KIND_CLUSTER ?= opsbench
+K8S_REGISTRY ?=
+k8s-images:
+	$(BIN)/ansible-playbook playbooks/k8s_images.yml -e k8s_images_kind_cluster=$(KIND_CLUSTER) $(if $(K8S_REGISTRY),-e k8s_images_registry=$(K8S_REGISTRY))
+
+awx-export:
+	$(BIN)/opsbench awx export --output awx/opsbench_awx.yml

@@ -86,16 +86,22 @@ def list_(as_json: bool) -> None:
 @click.option("--remote-agent", "remote_port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
               help="Serve the HTTP agent API on PORT for a remote agent instead of running a command; the key is "
                    "OPSBENCH_AGENT_API_KEY (or the file in OPSBENCH_AGENT_API_KEY_FILE).")
+@click.option("--backend", type=click.Choice(["local", "kubernetes"]), default=None,
+              help="Expect the scenario's backend to be this one (kubernetes: the cluster of KUBECONFIG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, remote_port: int | None, as_json: bool,
-        quiet: bool) -> None:
+def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, remote_port: int | None,
+        backend: str | None, as_json: bool, quiet: bool) -> None:
     """Run SCENARIO (an id or a path) end to end: deploy, inject, agent, evaluate, clean up."""
     from orchestrator.lifecycle import Progress, Run
     from orchestrator.progress import TerminalProgress
     from orchestrator.spec import find_scenario
 
     scn = find_scenario(scenario)
+    if backend is not None and backend != scn.backend:
+        raise OpsBenchError(f"scenario {scn.id} runs on the {scn.backend} backend, not {backend} "
+                            f"(environment.backend in {scn.path}); its kubernetes counterparts are listed by "
+                            "`opsbench list` with ids k8s-*")
     progress = Progress() if quiet else TerminalProgress().as_progress()
     remote = None
     if remote_port is not None:
@@ -157,7 +163,8 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
     else:
         spec_file = gt_path.parent / "scenario.yaml"
         if spec_file.is_file():
-            topology = load_topology(read_yaml(spec_file)["environment"]["application"])
+            env = read_yaml(spec_file)["environment"]
+            topology = load_topology(env["application"], env.get("backend", "local"))
     if not isinstance(topology, dict) or "entities" not in topology:
         raise OpsBenchError(f"no topology for {gt_path}: pass --topology (a topology.yml or a run's environment.json)")
     result = score_diagnosis(output_path, truth, topology)
@@ -631,6 +638,52 @@ def new_scenario(scenario_id: str, faults: tuple[str, ...], application: str, ba
     for p in problems:
         click.echo(f"{p}", err=True)
     click.echo(f"opsbench validate: {len(problems)} problem(s) in the scaffold (it still holds TODO text)")
+
+
+
+@main.group()
+def awx() -> None:
+    """AWX: export the job templates and workflows that run OpsBench's playbooks (docs/awx.md)."""
+
+
+@awx.command("export")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("awx/opsbench_awx.yml"),
+              show_default=True, help="Where to write the playbook.")
+@click.option("--scenario", "scenarios", multiple=True,
+              help="Scenario id to export (repeatable; default: every kubernetes-backend scenario).")
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME=KUBECONFIG[:ID,ID...]",
+              help="A cluster of the campaign, its kubeconfig (read when the playbook runs) and optionally its "
+                   "share of the scenarios (repeatable; default: one cluster 'kind' with ~/.kube/config).")
+@click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Trials per scenario and cluster (ITBench's experiments file: trials x scenario list).")
+@click.option("--agent", default=None, help="Agent command (default: each scenario's baseline agent).")
+@click.option("--scm-url", default="https://github.com/example/opsbench.git", show_default=True,
+              help="Git URL of the project AWX checks out.")
+@click.option("--scm-branch", default="main", show_default=True)
+def awx_export(output: Path, scenarios: tuple[str, ...], clusters: tuple[str, ...], trials: int, agent: str | None,
+               scm_url: str, scm_branch: str) -> None:
+    """Write a playbook (awx.awx collection) that creates the AWX objects and, with --tags all,launch, a campaign."""
+    from orchestrator.awx import ClusterSpec, export_playbook
+    from orchestrator.spec import find_scenario, load_scenario, spec_files
+
+    if scenarios:
+        scns = [find_scenario(s) for s in scenarios]
+    else:
+        scns = [s for s in map(load_scenario, spec_files()) if s.backend == "kubernetes"]
+    specs = []
+    for c in clusters or ("kind=~/.kube/config",):
+        name, sep, rest = c.partition("=")
+        if not sep or not name or not rest:
+            raise OpsBenchError(f"--cluster {c}: expected NAME=KUBECONFIG[:ID,ID...]")
+        kubeconfig, _, ids = rest.partition(":")
+        specs.append(ClusterSpec(name, kubeconfig, [i for i in ids.split(",") if i]))
+    try:
+        text = export_playbook(scns, specs, trials=trials, agent=agent, scm_url=scm_url, scm_branch=scm_branch)
+    except ValueError as exc:
+        raise OpsBenchError(str(exc)) from exc
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    click.echo(f"wrote {output}: {len(scns)} scenario(s), {len(specs)} cluster(s), {trials} trial(s) each")
 
 
 if __name__ == "__main__":

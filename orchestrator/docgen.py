@@ -35,6 +35,7 @@ FAULT_FAMILIES: tuple[tuple[str, str], ...] = (
     ("load", "traffic"),
     ("volume", "storage"),
     ("loopweb", "loopweb"),
+    ("k8s", "kubernetes"),
 )
 FAMILY_INTRO = {
     "application": "Faults in the services' own code paths, switched on through feature flags or the app's settings.",
@@ -45,6 +46,9 @@ FAMILY_INTRO = {
     "traffic": "The load on the shop changes.",
     "storage": "The data a service keeps on disk becomes unavailable.",
     "loopweb": "Faults of the minimal loopweb environment (nginx + one Python service, no containers).",
+    "kubernetes": "Faults of the kubernetes backend (env_k8s_shop): JSON patches of Deployments, Services and "
+                  "Secrets whose exact inverse is saved first (roles/k8s_control), or objects they create "
+                  "(NetworkPolicy, ResourceQuota) and delete again. Validated offline only so far.",
     "other": "Roles whose name matches no family prefix (see FAULT_FAMILIES in orchestrator/docgen.py).",
 }
 

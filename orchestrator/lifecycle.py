@@ -135,6 +135,14 @@ class Run:
     @classmethod
     def create(cls, scn: Scenario, agent: str | None, keep: bool = False,
                progress: Progress | None = None, tool_profile: str = "full") -> Run:
+        cluster_vars: dict[str, Any] = {}
+        if scn.backend == "kubernetes":
+            # Fail in seconds, before any state exists, when no cluster answers.
+            from orchestrator.k8s import require_cluster
+
+            cluster = require_cluster(scn.id)
+            cluster_vars = {"opsbench_kubeconfig": str(cluster.kubeconfig.resolve()),
+                            "opsbench_k8s_context": os.environ.get("OPSBENCH_K8S_CONTEXT", "")}
         run_id = new_run_id()
         run_dir = paths.runs_dir() / run_id
         (run_dir / "steps").mkdir(parents=True)
@@ -157,6 +165,7 @@ class Run:
                 "opsbench_run_id": run_id,
                 "opsbench_run_dir": str(run_dir),
                 "opsbench_port_base": free_port_base(),
+                **cluster_vars,
             },
             "vars": {
                 "environment": {

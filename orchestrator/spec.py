@@ -43,6 +43,11 @@ def read_yaml(path: Path) -> Any:
         raise SpecInvalid([Problem(str(path), where, f"malformed YAML: {problem}")]) from exc
 
 
+def environment_role(application: str, backend: str = "local") -> str:
+    """The role that deploys ``application`` on ``backend``: env_<app>, or env_k8s_<app> on Kubernetes."""
+    return f"env_k8s_{application}" if backend == "kubernetes" else f"env_{application}"
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A loaded spec. ``data`` is the YAML as written; accessors apply the schema defaults."""
@@ -73,8 +78,12 @@ class Scenario:
         return env
 
     @property
+    def backend(self) -> str:
+        return str(self.data["environment"].get("backend", "local"))
+
+    @property
     def environment_role(self) -> str:
-        return f"env_{self.data['environment']['application']}"
+        return environment_role(self.data["environment"]["application"], self.backend)
 
     @property
     def faults(self) -> list[dict[str, Any]]:

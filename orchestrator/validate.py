@@ -18,7 +18,7 @@ from orchestrator import paths
 from orchestrator.argspecs import check_role_args, role_dir
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import Problem, SpecInvalid
-from orchestrator.spec import Scenario, load_schema, read_yaml, spec_files
+from orchestrator.spec import Scenario, environment_role, load_schema, read_yaml, spec_files
 
 
 def _json_path(parts: Iterable[Any]) -> str:
@@ -36,9 +36,9 @@ def schema_problems(file: Path, data: Any, schema_name: str) -> list[Problem]:
     return problems
 
 
-def load_topology(application: str) -> dict[str, Any] | None:
+def load_topology(application: str, backend: str = "local") -> dict[str, Any] | None:
     """The topology an environment role declares in ``files/topology.yml`` (None if absent)."""
-    topo_file = role_dir(f"env_{application}") / "files" / "topology.yml"
+    topo_file = role_dir(environment_role(application, backend)) / "files" / "topology.yml"
     if not topo_file.is_file():
         return None
     data = read_yaml(topo_file)
@@ -143,7 +143,7 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
         return problems
     if gt["scenario"] != scn.id:
         problems.append(Problem(g, "$.scenario", f"is '{gt['scenario']}' but the spec's id is '{scn.id}'"))
-    topo = load_topology(scn.data["environment"]["application"])
+    topo = load_topology(scn.data["environment"]["application"], scn.backend)
     if topo is None:
         return [*problems, Problem(g, "$.entities", f"environment '{scn.environment_role}' declares no "
                                                     "topology (files/topology.yml), so entities cannot be checked")]
