@@ -50,6 +50,9 @@ class RunContext:
     billing_file: Path | None = None
     """The FinOps billing database (DuckDB file inside the run dir), when the environment publishes one."""
     billing_table: str = "billing"
+    cost: dict[str, Any] | None = None
+    """The cost-incident environment's `cost` section (policy, status and budget files inside the run dir; prices
+    and requests), when the environment publishes one (roles/env_shop_finops)."""
     _store: TelemetryStore | None = field(default=None, init=False, repr=False)
     _billing: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -160,4 +163,16 @@ def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id
         telemetry_dir=_inside(run_dir, environment.get("telemetry")),
         billing_file=_inside(run_dir, (environment.get("billing") or {}).get("database")),
         billing_table=str((environment.get("billing") or {}).get("table") or "billing"),
+        cost=_cost_section(run_dir, environment.get("cost")),
     )
+
+
+def _cost_section(run_dir: Path, section: Any) -> dict[str, Any] | None:
+    """The environment's `cost` section with its files checked to lie inside the run directory (None if any
+    does not, or there is no section)."""
+    if not isinstance(section, dict):
+        return None
+    files = {key: _inside(run_dir, section.get(key)) for key in ("policy_file", "status_file", "budget_file")}
+    if any(v is None for v in files.values()):
+        return None
+    return {**section, **files}
