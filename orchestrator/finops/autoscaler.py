@@ -66,8 +66,15 @@ class Autoscaler:
             log(f"policy not applied, keeping the last good one: {exc}")
         status: dict[str, Any] = {"time": time.time(), "policy_error": self.last_error or None, "services": {}}
         if self.policy is None:
+            cost.write_atomic(self.status_file, json.dumps(status, indent=2, sort_keys=True) + "\n")
             return status
-        running = self.running()
+        try:
+            running = self.running()
+        except Exception as exc:  # podman failed this time: say so, try again next loop
+            status["error"] = str(exc)[:300]
+            log(f"cannot list the services: {exc}")
+            cost.write_atomic(self.status_file, json.dumps(status, indent=2, sort_keys=True) + "\n")
+            return status
         window = float(self.policy.get("scale_down_stabilization_seconds", 30))
         for service, rule in sorted(self.policy["services"].items()):
             current = running.get(service, 0)

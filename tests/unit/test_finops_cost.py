@@ -291,3 +291,43 @@ def test_agent_diagnosis_only_changes_nothing() -> None:
     out = agent.cost_incident(tools, {"diagnose"})  # type: ignore[arg-type]
     assert out["incident"] is True and "actions" not in out
     assert {name for name, _ in tools.calls} <= {"get_alerts", "get_autoscaler_policy", "get_budgets", "query_metrics"}
+
+
+# -- the autoscaler loop (one step at a time, with an in-memory backend) ---------------------------------------------
+
+def test_autoscaler_step_follows_the_policy_it_re_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.finops import autoscaler
+
+    (tmp_path / "env" / "finops").mkdir(parents=True)
+    (tmp_path / "environment.json").write_text(json.dumps({"control": {"container_prefix": "ob-r1-"}}))
+    policy_file = tmp_path / "env" / "finops" / "policy.json"
+    cost.write_policy(policy_file, POLICY)
+    scaler = autoscaler.Autoscaler(tmp_path, "r1", "http://127.0.0.1:9")
+    fake = FakeControl({"frontend": ["frontend-1", "frontend-2"]})
+    scaler.control = fake  # type: ignore[assignment]
+    load = {"utilisation": 0.30}
+    monkeypatch.setattr(autoscaler, "utilisation", lambda prometheus, service: load["utilisation"])
+
+    status = scaler.step()  # 30 % against a 60 % target: stays at the minimum
+    assert status["services"]["frontend"] == {"replicas": 2, "cpu_utilisation_percent": 30.0,
+                                              "target_cpu_percent": 60, "desired": 2}
+    assert fake.actions == []
+
+    bad = json.loads(policy_file.read_text())
+    bad["services"]["frontend"]["target_cpu_percent"] = 5
+    policy_file.write_text(json.dumps(bad))
+    status = scaler.step()  # the misconfigured target: to the maximum at the same load
+    assert status["services"]["frontend"]["scaled"] == "2 -> 6" and fake.actions == [("scale", "frontend", "6")]
+
+    policy_file.write_text("{not json")
+    status = scaler.step()  # unreadable: the last good policy (target 5) stays in force
+    assert "cannot read" in status["policy_error"] and status["services"]["frontend"]["target_cpu_percent"] == 5
+    assert json.loads((tmp_path / "env" / "finops" / "autoscaler-status.json").read_text())["policy_error"]
+
+    cost.write_policy(policy_file, POLICY)
+    load["utilisation"] = 0.10  # the same work spread over three times the replicas
+    status = scaler.step()  # fixed: 6 replicas at 10 % want 1 -> 2, held by the stabilisation window
+    assert status["services"]["frontend"]["desired"] == 6
+    scaler.history["frontend"] = []  # the window has passed
+    status = scaler.step()
+    assert status["services"]["frontend"]["scaled"] == "6 -> 2"
