@@ -67,7 +67,7 @@ def _offered(ctx: RunContext, tool: Tool[Any]) -> bool:
         return tool.family in offered
     if tool.family == "cost":
         return ctx.cost is not None
-    return tool.family != "billing" or ctx.billing_file is not None
+    return tool.family != "billing" or ctx.billing_file is not None or ctx.billing_postgres is not None
 
 
 class Gateway:

@@ -10,13 +10,16 @@ from typing import Any
 
 import pytest
 
+from orchestrator import paths
+
 from .conftest import run_json
 
 pytestmark = pytest.mark.e2e
 
 
 def run(home: Path, scenario: str) -> dict[str, Any]:
-    rc, result = run_json(home, "run", scenario, timeout=900)
+    # The agent imports this checkout's orchestrator (not whatever the venv has installed).
+    rc, result = run_json(home, "run", scenario, timeout=900, PYTHONPATH=str(paths.PROJECT_ROOT))
     assert rc == 0, (result.get("reason"), result.get("phases"))
     assert result["status"] == "completed", result.get("reason")
     assert result["cleanup"] == "done" and result["recovered"] is True
