@@ -33,7 +33,7 @@ EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "e
                  ("process", "submitted"), ("process", "calls"), ("process", "tool_coverage"),
                  ("process", "extra_calls"), ("process", "invalid_actions"),
                  ("process", "input_tokens"), ("process", "output_tokens"),
-                 ("finops", "f1"), ("finops", "rank_score"), ("finops", "tokens"))
+                 ("finops", "f1"), ("finops", "rank_score"), ("finops", "tokens"), ("cost", "proximity_mean"))
 OUTCOMES = ("correct", "wrong", "no_submission", "malformed", "excluded")
 LEVELS = ("Easy", "Medium", "Hard")
 # Runs in the index that are not agent runs at all: verify-scenarios trials (no agent phase) and the

@@ -7,6 +7,13 @@ allocation ratio, peak-to-average ratio, daily cost variance, discount coverage,
 the dates (YYYY-MM-DD; the end date inclusive), "top N" and the quoted names the goal gives, runs the matching
 query and answers under the task's id. A goal it does not understand gets no answer (and fails honestly).
 
+For ``diagnose``/``mitigate`` tasks (cost-alert incidents on the live shop, ITBench Tables 28-29) it follows the
+tables' diagnosis steps through the gateway: the CostOverBudget alerts, the autoscaler policy and its last loop
+(replicas, CPU utilisation), the budgets. A CPU target below ``SANE_TARGET`` percent is a misconfigured autoscaler:
+it puts the target back to ``DEFAULT_TARGET`` and removes the extra replicas the corrected rule does not need.
+Otherwise the replicas follow real load and the budget is stale: it sets the budget to the service's current hourly
+cost plus ``BUDGET_HEADROOM``.
+
 Run as ``python -m orchestrator.agents.finops`` with OPSBENCH_MANIFEST set (the default agent of FinOps scenarios).
 """
 
@@ -20,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.heuristic import GatewayClient, ToolError
+from orchestrator.agents.heuristic import GatewayClient, ToolError, _alert_list
 from orchestrator.finops import insights
 from orchestrator.finops.detect import detect, ranked
 
@@ -110,10 +117,99 @@ def answer_anomalies(tool: GatewayClient, kind: str, goal: str) -> list[dict[str
     return days
 
 
+SANE_TARGET = 25
+"""Below this CPU target (percent of the request) the baseline calls an autoscaler rule misconfigured."""
+DEFAULT_TARGET = 60
+BUDGET_HEADROOM = 0.1
+
+
+def _metric(tool: GatewayClient, promql: str) -> float | None:
+    result = tool("query_metrics", query=promql)
+    series = result.get("items") if isinstance(result, dict) else result
+    try:
+        return float(series[0]["value"][1]) if series else None
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def cost_incident(tool: GatewayClient, kinds: set[str]) -> dict[str, Any]:
+    """Diagnose (and, for a mitigate task, mitigate) the cost alerts."""
+    from orchestrator.finops.cost import recommend
+
+    alerts = _alert_list(tool("get_alerts", limit=200))
+    over = sorted({str((a.get("labels") or {}).get("service")) for a in alerts
+                   if a.get("alertname") == "CostOverBudget"})
+    if not over:
+        out: dict[str, Any] = {"incident": False, "entities": [], "explanation": "no CostOverBudget alert"}
+        if "mitigate" in kinds:
+            out.update(actions=[], plan="no cost alert: nothing to do")
+        return out
+    status = tool("get_autoscaler_policy")
+    policy, last = status["policy"]["services"], (status.get("last_loop") or {}).get("services") or {}
+    budgets = tool("get_budgets")["budgets_hourly_usd"]
+    entities: list[dict[str, Any]] = []
+    propagations: list[dict[str, str]] = []
+    actions: list[dict[str, Any]] = []
+    notes: list[str] = []
+    evidence = ["alert:CostOverBudget", "metric:opsbench:service_cost_hourly_usd"]
+    for service in over:
+        rule, seen = policy.get(service), last.get(service) or {}
+        cost_now = _metric(tool, f'sum(opsbench:service_cost_hourly_usd{{service="{service}"}})')
+        util = seen.get("cpu_utilisation_percent")
+        replicas = int(seen.get("replicas") or 0)
+        notes.append(f"{service}: cost {cost_now} USD/h vs budget {budgets.get(service)}, {replicas} replicas at "
+                     f"{util}% CPU of requests, autoscaler target {rule and rule['target_cpu_percent']}%")
+        if rule is not None and float(rule["target_cpu_percent"]) < SANE_TARGET:
+            entities += [{"id": "autoscaler", "root_cause": True, "layer": "configuration",
+                          "fault_type": "scaling_misconfiguration"}, {"id": service}]
+            propagations += [
+                {"source": "autoscaler", "target": service,
+                 "condition": f"scale-up target of {rule['target_cpu_percent']}% CPU, far below normal utilisation",
+                 "effect": f"{service} scaled to {replicas} replicas at low utilisation"},
+                {"source": service, "target": "budgets", "condition": "more replicas than the load needs",
+                 "effect": "hourly cost above budget (CostOverBudget)"}]
+            if "mitigate" in kinds:
+                fixed = tool("set_autoscaler_policy", service=service, target_cpu_percent=DEFAULT_TARGET)
+                actions.append({"action": "set_autoscaler_policy", "target": "autoscaler",
+                                "params": {"service": service, "target_cpu_percent": DEFAULT_TARGET},
+                                "result": json.dumps(fixed)[:300]})
+                fixed_rule = {**rule, "target_cpu_percent": DEFAULT_TARGET}
+                want = recommend(replicas, None if util is None else util / 100, fixed_rule)
+                if want < replicas:
+                    scaled = tool("scale", service=service, replicas=want)
+                    actions.append({"action": "scale", "target": service, "params": {"replicas": want},
+                                    "result": json.dumps(scaled)[:300]})
+        else:
+            entities += [{"id": "budgets", "root_cause": True, "layer": "configuration", "fault_type": "stale_budget"},
+                         {"id": service}]
+            propagations += [
+                {"source": "gateway", "target": service, "condition": "a sustained increase of the users' requests",
+                 "effect": f"the autoscaler legitimately scaled {service} to {replicas} replicas at {util}% CPU"},
+                {"source": service, "target": "budgets", "condition": "the budget was set for the old load",
+                 "effect": "hourly cost above the stale budget (CostOverBudget)"}]
+            if "mitigate" in kinds and cost_now:
+                new = round(cost_now * (1 + BUDGET_HEADROOM), 6)
+                updated = tool("set_budget", service=service, hourly_usd=new)
+                actions.append({"action": "set_budget", "target": "budgets",
+                                "params": {"service": service, "hourly_usd": new}, "result": json.dumps(updated)[:300]})
+    out = {"incident": True, "entities": entities, "propagations": propagations, "alerts_explained": ["CostOverBudget"],
+           "evidence": evidence, "explanation": "; ".join(notes)}
+    if "mitigate" in kinds:
+        out.update(actions=actions, plan="autoscaler rule fixed and extra replicas removed" if any(
+            a["action"] == "set_autoscaler_policy" for a in actions) else "budget updated to the new stable load")
+    return out
+
+
 def main() -> int:
     manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
     token = Path(manifest["token_file"]).read_text().strip()
     tool = GatewayClient(manifest["tools"]["url"], token)
+    kinds = {t["kind"] for t in manifest["tasks"]}
+    if kinds & {"diagnose", "mitigate"}:
+        incident = cost_incident(tool, kinds)
+        Path(os.environ.get("OPSBENCH_OUTPUT", manifest["output"]["path"])).write_text(json.dumps(incident, indent=2))
+        print(incident["explanation"])
+        return 0
     output: dict[str, Any] = {"schema": "opsbench/finops/v1", "answers": {}}
     notes = []
     for task in manifest["tasks"]:

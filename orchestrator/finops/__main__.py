@@ -4,6 +4,9 @@
         writes the dataset; prints rows and seconds (never the planted anomalies, unless --truth FILE is given)
     bench [--resources 13700 --months 12 --threads 2]
         times generating ~5 million rows plus ground truth, then each data-insight reference query on them
+    load-postgres --database FILE --port N --owner-password-file FILE [--host 127.0.0.1]
+        copies a generated dataset into PostgreSQL (database and owner `billing`) for the read-only role
+        billing_reader (orchestrator/finops/pgstore.py); prints the row count
 """
 
 from __future__ import annotations
@@ -67,7 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="time 5M-row generation and the reference queries")
     _spec_args(bench, 13_700, 12)
     bench.add_argument("--repeats", type=int, default=3)
+    pg = sub.add_parser("load-postgres", help="copy a generated dataset into PostgreSQL")
+    pg.add_argument("--database", type=Path, required=True)
+    pg.add_argument("--host", default="127.0.0.1")
+    pg.add_argument("--port", type=int, required=True)
+    pg.add_argument("--owner-password-file", type=Path, required=True)
+    pg.add_argument("--wait", type=float, default=90.0, help="seconds to wait for the server to accept connections")
     a = parser.parse_args(argv)
+    if a.command == "load-postgres":
+        from .pgstore import load as load_postgres
+
+        started = time.monotonic()
+        loaded = load_postgres(a.database, a.host, a.port, a.owner_password_file.read_text().strip(), wait=a.wait)
+        print(json.dumps({"rows": loaded, "seconds": round(time.monotonic() - started, 2)}))
+        return 0
     spec = _spec(a)
     if a.command == "generate":
         if a.database is None and a.parquet is None:

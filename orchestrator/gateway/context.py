@@ -53,6 +53,12 @@ class RunContext:
     billing_file: Path | None = None
     """The FinOps billing database (DuckDB file inside the run dir), when the environment publishes one."""
     billing_table: str = "billing"
+    billing_postgres: dict[str, Any] | None = None
+    """The billing database in PostgreSQL (host, port, user, password_file inside the run dir), when the
+    environment's billing store is `postgres`."""
+    cost: dict[str, Any] | None = None
+    """The cost-incident environment's `cost` section (policy, status and budget files inside the run dir; prices
+    and requests), when the environment publishes one (roles/env_shop_finops)."""
     _store: TelemetryStore | None = field(default=None, init=False, repr=False)
     _billing: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -88,14 +94,23 @@ class RunContext:
 
     def billing(self) -> Any:
         """The run's read-only billing database (orchestrator.finops.sql.BillingDatabase), opened once."""
-        if self.billing_file is None:
+        if self.billing_file is None and self.billing_postgres is None:
             raise ToolError("not_supported", "this environment publishes no billing data")
         from orchestrator.finops.sql import BillingDatabase, SqlError
 
         with self._lock:
             if self._billing is None:
                 try:
-                    self._billing = BillingDatabase(self.billing_file)
+                    if self.billing_postgres is not None:
+                        from orchestrator.finops.pgstore import PostgresBillingDatabase
+
+                        pg = self.billing_postgres
+                        self._billing = PostgresBillingDatabase(
+                            str(pg["host"]), int(pg["port"]), str(pg["user"]),
+                            Path(pg["password_file"]).read_text().strip())
+                    else:
+                        assert self.billing_file is not None
+                        self._billing = BillingDatabase(self.billing_file)
                 except SqlError as exc:
                     raise ToolError("backend_error", exc.message) from None
             return self._billing
@@ -162,5 +177,30 @@ def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id
         control=control,
         telemetry_dir=_inside(run_dir, environment.get("telemetry")),
         billing_file=_inside(run_dir, (environment.get("billing") or {}).get("database")),
+        billing_postgres=_postgres_section(run_dir, environment.get("billing")),
         billing_table=str((environment.get("billing") or {}).get("table") or "billing"),
+        cost=_cost_section(run_dir, environment.get("cost")),
     )
+
+
+def _postgres_section(run_dir: Path, billing: Any) -> dict[str, Any] | None:
+    """The billing section's PostgreSQL connection when its store is `postgres` and its password file lies inside
+    the run directory."""
+    if not isinstance(billing, dict) or billing.get("store") != "postgres":
+        return None
+    password = _inside(run_dir, billing.get("password_file"))
+    if password is None or not billing.get("port"):
+        return None
+    return {"host": billing.get("host") or "127.0.0.1", "port": billing["port"],
+            "user": billing.get("user") or "billing_reader", "password_file": password}
+
+
+def _cost_section(run_dir: Path, section: Any) -> dict[str, Any] | None:
+    """The environment's `cost` section with its files checked to lie inside the run directory (None if any
+    does not, or there is no section)."""
+    if not isinstance(section, dict):
+        return None
+    files = {key: _inside(run_dir, section.get(key)) for key in ("policy_file", "status_file", "budget_file")}
+    if any(v is None for v in files.values()):
+        return None
+    return {**section, **files}

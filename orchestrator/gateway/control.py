@@ -321,10 +321,12 @@ class PodmanControl:
             if entity not in wanted and entity in live and live[entity]["state"] == "running":
                 self._podman("stop", "--time", "3", live[entity]["name"])
                 stopped.append(entity)
-        for entity in extras:
-            if entity not in wanted:
-                self._podman("rm", "--force", "--time", "1", live[entity]["name"])
-                removed.append(entity)
+        leaving = [e for e in extras if e not in wanted]
+        if leaving:  # Prometheus stops scraping them first: a removed instance is not an instance down
+            self._write_scaled_targets(common, leaving=set(leaving))
+        for entity in leaving:
+            self._podman("rm", "--force", "--time", "1", live[entity]["name"])
+            removed.append(entity)
         self._write_scaled_targets(common)
         return {"service": service, "replicas": replicas, "instances": wanted, "started": started,
                 "stopped": stopped, "added": added, "removed": removed}
@@ -341,8 +343,9 @@ class PodmanControl:
             labels[helpers.OVERRIDES_LABEL] = json.dumps(overrides, sort_keys=True)
         self._podman(*helpers.run_args(spec, common, labels)[1:])
 
-    def _write_scaled_targets(self, common: dict[str, Any]) -> None:
-        """Prometheus's file_sd list of the extra instances (written whole, then renamed: never half a file)."""
+    def _write_scaled_targets(self, common: dict[str, Any], leaving: set[str] | None = None) -> None:
+        """Prometheus's file_sd list of the extra instances (written whole, then renamed: never half a file),
+        without those `leaving`."""
         if self.spec_file is None:
             return
         config = self.spec_file.parent / "config"
@@ -351,7 +354,8 @@ class PodmanControl:
         targets = [{"targets": [f"{c['name']}:{SCRAPE_PORT}"],
                     "labels": {"service": c["service"], "instance_id": c["entity"]}}
                    for c in sorted(self._containers(), key=lambda c: str(c["entity"]))
-                   if c["labels"].get(SCALED_LABEL) and self._is_application(c)]
+                   if c["labels"].get(SCALED_LABEL) and self._is_application(c)
+                   and c["entity"] not in (leaving or set())]
         fd, tmp = tempfile.mkstemp(dir=config, prefix=".scaled_targets.")
         with os.fdopen(fd, "w") as fh:
             json.dump(targets, fh, indent=1)

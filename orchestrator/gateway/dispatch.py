@@ -59,12 +59,15 @@ def _validation_error(exc: ValidationError) -> ToolError:
 
 
 def _offered(ctx: RunContext, tool: Tool[Any]) -> bool:
-    """Billing tools exist only where the environment publishes billing data; an environment that lists its
+    """Billing tools exist only where the environment publishes billing data, cost tools only where it publishes a
+    cost section (autoscaler policy, budgets); an environment that lists its
     `tool_families` (e.g. FinOps data: billing only) offers just those."""
     offered = ctx.offered_families
     if offered is not None:
         return tool.family in offered
-    return tool.family != "billing" or ctx.billing_file is not None
+    if tool.family == "cost":
+        return ctx.cost is not None
+    return tool.family != "billing" or ctx.billing_file is not None or ctx.billing_postgres is not None
 
 
 class Gateway:

@@ -52,3 +52,16 @@ def _error_detail(exc: urllib.error.HTTPError) -> str:
         kind = data.get("errorType")
         return f"{kind}: {data['error']}" if kind else str(data["error"])
     return body.strip()[:500]
+
+
+def post_json(base_url: str, path: str, *, what: str, timeout: float = TIMEOUT) -> None:
+    """POST with an empty body (e.g. Prometheus's `/-/reload`); failures become `backend_error`."""
+    request = urllib.request.Request(base_url.rstrip("/") + path, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            resp.read()
+    except urllib.error.HTTPError as exc:
+        raise ToolError("backend_error", f"{what} answered HTTP {exc.code}: {_error_detail(exc)}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ToolError("backend_error", f"{what} at {base_url} is unreachable: {reason}") from None
