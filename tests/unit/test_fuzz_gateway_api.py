@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir
 from fastapi.testclient import TestClient
+from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis import checks as st_checks
