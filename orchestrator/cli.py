@@ -498,6 +498,10 @@ def cleanup(run_ids: tuple[str, ...], teardown: bool, as_json: bool) -> None:
                 raise OpsBenchError(f"run {run_id} is still running (pid {the_run.state['pid']})")
             the_run.state["status"] = "interrupted"
             the_run.state["reason"] = "orchestrator died mid-run; finished by `opsbench cleanup`"
+        elif "cleanup" not in the_run.state and not _alive(the_run.state.get("pid")):
+            # Killed during its own clean-up: the forward outcome stands; record where clean-up was cut short.
+            unfinished = [s for s in the_run.state["started"] if s not in the_run.state["done"]]
+            the_run.state["cleanup_interrupted"] = unfinished[-1] if unfinished else "between steps"
         if teardown:
             the_run.state["keep"] = False
         pending = the_run.pending_cleanup()

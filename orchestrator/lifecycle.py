@@ -545,6 +545,8 @@ class Run:
             "phases": {k: {"status": v["status"], "elapsed": v.get("elapsed")} for k, v in res.items()},
             "run_dir": str(self.record_dir),
             **({"host": self.state["host"], "leftovers": self.state.get("leftovers")} if "host" in self.state else {}),
+            **({"cleanup_interrupted": self.state["cleanup_interrupted"]} if "cleanup_interrupted" in self.state
+               else {}),
         }
 
 
