@@ -37,9 +37,7 @@ def assert_baseline(home: Path, run_dir: Path) -> None:
     (assert_no_leftovers), no container, network or volume named for it, no iptables rule mentioning it."""
     assert_no_leftovers(run_dir)
     run_id = run_state(run_dir)["common"]["opsbench_run_id"]
-    conf = paths.PROJECT_ROOT / ".opsbench" / "containers"
-    env = {**os.environ, "CONTAINERS_CONF": str(conf / "containers.conf"),
-           "CONTAINERS_STORAGE_CONF": str(conf / "storage.conf")}
+    env = podman_env()
     for what in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
         out = subprocess.run(["podman", *what, "--format", "{{.Name}}" if what[0] != "ps" else "{{.Names}}"],
                              capture_output=True, text=True, env=env, check=False).stdout
@@ -171,6 +169,46 @@ def test_runs_directory_out_of_space(home: Path, tmp_path: Path) -> None:
         for state in small.glob("runs/*/run.json"):
             run_cli(small, "cleanup", "--teardown", state.parent.name, timeout=300)
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def podman_env() -> dict[str, str]:
+    conf = paths.PROJECT_ROOT / ".opsbench" / "containers"
+    return {**os.environ, "CONTAINERS_CONF": str(conf / "containers.conf"),
+            "CONTAINERS_STORAGE_CONF": str(conf / "storage.conf")}
+
+
+@pytest.mark.reliability
+def test_prometheus_restarted_mid_run(home: Path) -> None:
+    """The shop's Prometheus container is restarted while the agent works (its TSDB is in the container: the
+    history is lost). The run goes on: the agent's queries see a gap, evaluation and clean-up complete, and the
+    environment returns to baseline. What the agent scores is its own answer; the run is never left half-done."""
+    proc, runs = start(home, "shop-cart-down")
+    run_dir = wait_for_phase(proc, runs, "agent", timeout=400)
+    run_id = run_state(run_dir)["common"]["opsbench_run_id"]
+    restarted = subprocess.run(["podman", "restart", "--time", "2", f"ob-{run_id}-prometheus"], env=podman_env(),
+                               capture_output=True, text=True, check=False)
+    assert restarted.returncode == 0, restarted.stderr
+    out, err = proc.communicate(timeout=600)
+    result = json.loads(out)
+    assert result["cleanup"] == "done" and result["recovered"] is True, (result, err[-2000:])
+    assert result["status"] == "completed", result
+    assert result["evaluations"]["diagnosis"]["status"] == "scored"
+    assert_baseline(home, run_dir)
+
+
+@pytest.mark.reliability
+def test_podman_cannot_start_a_container(home: Path, tmp_path: Path) -> None:
+    """The shop's application image does not exist (no registry to pull from): podman fails to create the
+    containers. The run is `error` with the cause named (never an agent failure: no agent ran, nothing scored),
+    and teardown removes what the deploy had created."""
+    spec_dir = scenario_copy(tmp_path, "shop-cart-down", lambda spec: spec["environment"].setdefault("args", {})
+                             .__setitem__("shop_image", "localhost/opsbench-shop:does-not-exist"))
+    rc, result = run_json(home, "run", str(spec_dir), timeout=900)
+    assert rc == 4 and result["status"] == "error" and "deploy" in result["reason"], result
+    assert "does-not-exist" in result["reason"], result["reason"]
+    assert "agent" not in result["phases"] and result["evaluations"] == {}
+    assert result["phases"]["teardown"]["status"] == "successful" and result["cleanup"] == "done"
+    assert_baseline(home, Path(result["run_dir"]))
 
 
 # -- 5. secrets after a campaign ----------------------------------------------------------------------------------
