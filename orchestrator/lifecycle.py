@@ -269,6 +269,9 @@ class Run:
         seq = store.start_phase(self.id, step)
         started_at = time.time()
         limits = {**DEFAULT_TIMEOUTS, **self.state["timeouts"].get(step, {})}
+        if cleanup and self.state["results"].get(step, {}).get("status") == "timeout":
+            # An undo step retried (`opsbench cleanup`) after timing out: its limit proved too short.
+            limits = {k: max(v, DEFAULT_TIMEOUTS[k]) for k, v in limits.items()}
         on_event: EventHandler = self._event_handler(step)
         result = run_playbook(
             step, PLAYBOOKS[step], self.extravars(step),
