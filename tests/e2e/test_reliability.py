@@ -13,6 +13,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ SCENARIO = "loopweb-web-down"
 FORWARD = ["deploy", "baseline", "inject", "manifestation", "handover", "agent", "collect", "evaluate"]
 UNDO = ["revoke", "remove", "recovery", "teardown"]
 # The agent takes 3 s so that its phase can be hit; then the baseline heuristic agent answers.
-AGENT = "sleep 3; exec python3 -m orchestrator.agents.heuristic"
+AGENT = f"sleep 3; exec {sys.executable} -m orchestrator.agents.heuristic"
 
 
 def assert_baseline(home: Path, run_dir: Path) -> None:
@@ -236,7 +237,7 @@ def test_secrets_after_a_campaign(home: Path, tmp_path: Path) -> None:
         "pathlib.Path('token.txt').write_text(open(m['token_file']).read())\n"
         "sys.exit(subprocess.call([sys.executable, '-m', 'orchestrator.agents.heuristic']))\n")
     rc, result = run_json(home, "campaign", "loopweb-web-down", "loopweb-gateway-bad-upstream", "--name", "sec",
-                          "--agent", f"python3 {agent}", timeout=900, **PLANTED)
+                          "--agent", f"{sys.executable} {agent}", timeout=900, **PLANTED)
     assert rc == 0 and result["unfinished"] == 0, result
     tokens = {f"token of {p.parts[-4]}": p.read_text().strip() for p in home.rglob("workspace/token.txt")}
     assert len(tokens) == 2 and all(len(t) == 40 for t in tokens.values()), tokens
