@@ -45,7 +45,7 @@ test:
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: treating as failure"; exit 1; fi; exit $$rc
 
-# Interruptions at every phase, own infrastructure faults, idempotence of every role (live, ~30 min); then the fast
+# Interruptions at every phase, own infrastructure faults, idempotence of the roles (live, est. 50-60 min); then the fast
 # reliability checks that `make test` also runs (fuzzing, isolation audit, secrets scanner). See docs/reliability.md.
 reliability:
 	@$(BIN)/pytest -m reliability tests/e2e/test_reliability.py tests/e2e/test_idempotence.py $(PYTEST_ARGS)

@@ -6,7 +6,7 @@ twice (second: changed=0) and remove twice (second: changed=0), and finally tear
 lifecycle step (`Run._step`: the playbook through ansible-runner, with the run's extra vars); the changed count is
 the `playbook_on_stats` recap of that invocation, and a failure names the tasks that reported a change.
 
-`test_loopweb_roles_are_idempotent` runs in `make test` (about 1 min). The shop (every shop fault on one
+`test_loopweb_roles_are_idempotent` runs in `make test` (about 3 min). The shop (every shop fault on one
 environment) is under `make reliability` (about 10 min).
 """
 

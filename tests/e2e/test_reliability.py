@@ -2,8 +2,8 @@
 campaign. Real `opsbench` processes, real Ansible, the cheap loopweb environment (nginx + Python on loopback).
 
 Marked `reliability` as well as `e2e`: `make test` leaves them out (`-m "not reliability"` in pyproject's addopts),
-`make reliability` runs them (about 25 min on the 2-core dev machine; see docs/reliability.md). The one exception
-is `test_secrets_after_a_campaign`, which `make test` runs too (about 1.5 min).
+`make reliability` runs them (an estimated 50-60 min on the 2-core dev machine; docs/reliability.md). The exception
+is `test_secrets_after_a_campaign`, which `make test` runs too (about 3.5 min).
 """
 
 from __future__ import annotations
