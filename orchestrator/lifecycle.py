@@ -505,7 +505,8 @@ class Run:
     def pending_cleanup(self) -> list[str]:
         started, done = set(self.state["started"]), set(self.state["done"])
         pending = [u for u in ("revoke", "remove") if UNDOES[u] in started and u not in done]
-        if ("remove" in pending or "remove" in done) and "recovery" not in started:
+        # Recovery checks the environment after removal; once it is torn down there is nothing left to check.
+        if ("remove" in pending or "remove" in done) and "recovery" not in started and "teardown" not in done:
             pending.append("recovery")
         if "deploy" in started and "teardown" not in done and not self.state["keep"]:
             pending.append("teardown")
