@@ -115,7 +115,11 @@ def test_ctrl_c_in_every_forward_phase(home: Path, phase: str) -> None:
 
 @pytest.mark.reliability
 @pytest.mark.parametrize("phase", ["deploy", "baseline", "inject", "manifestation", "handover", "collect",
-                                   "evaluate", "revoke", "remove", "recovery", "teardown"])
+                                   "evaluate", "revoke", pytest.param("remove", marks=pytest.mark.xfail(
+                                       strict=True, reason="known defect (docs/reliability.md): after a timed-out "
+                                       "remove the run tears down, then `opsbench cleanup` retries the fault's "
+                                       "remove on the torn-down environment and it fails")),
+                                   "recovery", "teardown"])
 def test_step_timeout_in_every_phase(home: Path, tmp_path: Path, phase: str) -> None:
     """A 1 s limit on one step (every playbook takes longer): the run ends `timeout` (or, for an undo step, with
     clean-up failed), and `opsbench cleanup` finishes what is owed."""
