@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: reliability e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
@@ -25,6 +25,7 @@ help:
 	@echo "make list                    list scenarios"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
+	@echo "make reliability             interruptions at every phase, own faults, idempotence, fuzzing, isolation audit"
 	@echo "make bench-finops            time 5M FOCUS rows + ground truth and the FinOps reference queries"
 	@echo "make validate | docs | bench | cleanup | clean"
 
@@ -47,6 +48,13 @@ images:
 test:
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: treating as failure"; exit 1; fi; exit $$rc
+
+# Interruptions at every phase, own infrastructure faults, idempotence of the roles (live, est. 50-60 min); then the fast
+# reliability checks that `make test` also runs (fuzzing, isolation audit, secrets scanner). See docs/reliability.md.
+reliability:
+	@$(BIN)/pytest -m reliability tests/e2e/test_reliability.py tests/e2e/test_idempotence.py $(PYTEST_ARGS)
+	@$(BIN)/pytest -s tests/unit/test_fuzz_specs.py tests/unit/test_fuzz_outputs.py tests/unit/test_fuzz_gateway_api.py \
+	  tests/unit/test_fuzz_agent_api.py tests/unit/test_isolation_audit.py tests/unit/test_secrets_scan.py $(PYTEST_ARGS)
 
 test-unit:
 	@$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,21 @@ class AgentResult:
     exit_code: int | None
     elapsed: float
     detail: str = ""
+
+
+# The orchestrator's own credentials: an agent must not get them (the judge's key, the agent API's key, and the
+# variables that name where those keys live). The agent's own (OPSBENCH_LLM_*) stay: the LLM agent needs its key.
+ORCHESTRATOR_SECRETS = frozenset({"OPSBENCH_JUDGE_API_KEY", "OPSBENCH_JUDGE_API_KEY_FILE", "OPSBENCH_AGENT_API_KEY",
+                                  "OPSBENCH_AGENT_API_KEY_FILE"})
+
+
+def agent_environ(environ: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment a command agent gets: the caller's, less the orchestrator's own secrets, plus ``extra``."""
+    hidden = set(ORCHESTRATOR_SECRETS)
+    judge_key_env = environ.get("OPSBENCH_JUDGE_API_KEY_ENV")  # the judge may read its key from another variable
+    if judge_key_env and not judge_key_env.startswith("OPSBENCH_LLM_"):
+        hidden.add(judge_key_env)
+    return {**{k: v for k, v in environ.items() if k not in hidden}, **extra}
 
 
 def kill_group(pid: int, grace: float = 5.0) -> None:
@@ -49,7 +64,7 @@ def run_agent(
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", command], cwd=agent_dir / "workspace", env={**os.environ, **env},
+            ["/bin/sh", "-c", command], cwd=agent_dir / "workspace", env=agent_environ(os.environ, env),
             stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True,
         )
     except OSError as exc:

@@ -10,6 +10,7 @@ key the operator chose (``OPSBENCH_AGENT_API_KEY`` or a key file), because the p
 token does not exist yet when the agent starts polling; the ready manifest carries that token.
 
     GET  /v1/health                 {"ok": true}                       (no key)
+    GET  /openapi.json              this API's OpenAPI document        (no key)
     GET  /v1/manifest               200 manifest + "token" | 409 {"state": "waiting"} | 410 after the run
     POST /v1/status  {"state": "started" | "finished", "detail"?}
     PUT  /v1/output  <the output JSON document>                        (at most 4 MiB)
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from orchestrator import paths
 
 MAX_OUTPUT = 4 * 1024 * 1024
 
@@ -71,14 +74,23 @@ def _handler(state: RemoteAgentState) -> type[BaseHTTPRequestHandler]:
             return False
 
         def _body(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
+            raw = (self.headers.get("Content-Length") or "0").strip()
+            # A negative length would make read() wait for the client to close the connection.
+            if not raw.isdigit():
+                raise ValueError(f"Content-Length {raw[:40]!r} is not a non-negative integer")
+            length = int(raw)
             if length > MAX_OUTPUT:
                 raise ValueError(f"body of {length} bytes is over the {MAX_OUTPUT}-byte limit")
-            return json.loads(self.rfile.read(length) or b"null")
+            try:
+                return json.loads(self.rfile.read(length) or b"null")
+            except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+                raise ValueError(f"body is not JSON: {exc}") from None
 
         def do_GET(self) -> None:
             if self.path == "/v1/health":
                 return self._reply(200, {"ok": True})
+            if self.path == "/openapi.json":
+                return self._reply(200, openapi_document())
             if not self._authorized():
                 return None
             if self.path != "/v1/manifest":
@@ -100,7 +112,7 @@ def _handler(state: RemoteAgentState) -> type[BaseHTTPRequestHandler]:
             try:
                 body = self._body()
             except ValueError as exc:
-                return self._reply(400, {"ok": False, "error": f"body is not JSON: {exc}"})
+                return self._reply(400, {"ok": False, "error": str(exc)})
             new = body.get("state") if isinstance(body, dict) else None
             if new not in ("started", "finished"):
                 return self._reply(400, {"ok": False, "error": "state must be 'started' or 'finished'"})
@@ -133,6 +145,12 @@ def _handler(state: RemoteAgentState) -> type[BaseHTTPRequestHandler]:
             return self._reply(200, {"ok": True})
 
     return Handler
+
+
+def openapi_document() -> dict[str, Any]:
+    """The API's OpenAPI document (orchestrator/schemas/agent_api.openapi.json), served at /openapi.json."""
+    doc: dict[str, Any] = json.loads((paths.SCHEMAS_DIR / "agent_api.openapi.json").read_text())
+    return doc
 
 
 class AgentAPI:

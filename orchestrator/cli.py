@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import time
@@ -118,6 +119,10 @@ def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, remote_
                        "handed over", err=True)
     try:
         summary = the_run.execute()
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        _record_full_disk(the_run, exc)
     finally:
         if remote is not None:
             remote.close()
@@ -505,6 +510,10 @@ def cleanup(run_ids: tuple[str, ...], teardown: bool, as_json: bool) -> None:
                 raise OpsBenchError(f"run {run_id} is still running (pid {the_run.state['pid']})")
             the_run.state["status"] = "interrupted"
             the_run.state["reason"] = "orchestrator died mid-run; finished by `opsbench cleanup`"
+        elif "cleanup" not in the_run.state and not _alive(the_run.state.get("pid")):
+            # Killed during its own clean-up: the forward outcome stands; record where clean-up was cut short.
+            unfinished = [s for s in the_run.state["started"] if s not in the_run.state["done"]]
+            the_run.state["cleanup_interrupted"] = unfinished[-1] if unfinished else "between steps"
         if teardown:
             the_run.state["keep"] = False
         pending = the_run.pending_cleanup()
@@ -519,6 +528,19 @@ def cleanup(run_ids: tuple[str, ...], teardown: bool, as_json: bool) -> None:
         if not results:
             click.echo("nothing to clean up")
     sys.exit(0 if all(r["cleanup"] == "done" for r in results) else 1)
+
+
+def _record_full_disk(the_run: Any, exc: OSError) -> None:
+    """The state dir filled up mid-run: record the run as errored with the cause (best effort: the disk is full)
+    and stop with a message saying how to finish it. Never an agent failure."""
+    reason = (f"the state dir is full ({exc.strerror}: {exc.filename or 'a state file'}); free space, then run "
+              "`opsbench cleanup` to finish the run's clean-up")
+    the_run.state["status"], the_run.state["reason"] = "error", reason
+    try:
+        store.update_run(the_run.id, status="error", outcome=json.dumps(the_run.summary()))
+    except Exception as db_exc:  # the index may sit on the same full disk
+        reason += f" (not recorded in the index either: {db_exc})"
+    raise OpsBenchError(f"run {the_run.id} stopped: {reason}") from None
 
 
 def _alive(pid: Any) -> bool:

@@ -284,6 +284,9 @@ class Run:
         seq = store.start_phase(self.id, step)
         started_at = time.time()
         limits = {**DEFAULT_TIMEOUTS, **self.state["timeouts"].get(step, {})}
+        if cleanup and self.state["results"].get(step, {}).get("status") == "timeout":
+            # An undo step retried (`opsbench cleanup`) after timing out: its limit proved too short.
+            limits = {k: max(v, DEFAULT_TIMEOUTS[k]) for k, v in limits.items()}
         on_event: EventHandler = self._event_handler(step)
         result = run_playbook(
             step, PLAYBOOKS[step], self.extravars(step),
@@ -517,7 +520,8 @@ class Run:
     def pending_cleanup(self) -> list[str]:
         started, done = set(self.state["started"]), set(self.state["done"])
         pending = [u for u in ("revoke", "remove") if UNDOES[u] in started and u not in done]
-        if ("remove" in pending or "remove" in done) and "recovery" not in started:
+        # Recovery checks the environment after removal; once it is torn down there is nothing left to check.
+        if ("remove" in pending or "remove" in done) and "recovery" not in started and "teardown" not in done:
             pending.append("recovery")
         if "deploy" in started and "teardown" not in done and not self.state["keep"]:
             pending.append("teardown")
@@ -560,6 +564,8 @@ class Run:
             "phases": {k: {"status": v["status"], "elapsed": v.get("elapsed")} for k, v in res.items()},
             "run_dir": str(self.record_dir),
             **({"host": self.state["host"], "leftovers": self.state.get("leftovers")} if "host" in self.state else {}),
+            **({"cleanup_interrupted": self.state["cleanup_interrupted"]} if "cleanup_interrupted" in self.state
+               else {}),
         }
 
 

@@ -167,7 +167,7 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
             continue
         for j, labels in enumerate(check["args"].get("firing", [])):
             name = labels.get("alertname") if isinstance(labels, dict) else None
-            if name not in expected:
+            if not isinstance(name, str) or name not in expected:  # a list or mapping names no alert
                 problems.append(Problem(str(scn.path), f"$.checks.manifestation[{i}].args.firing[{j}]",
                                         f"alert '{name}' is not among the ground truth's alerts "
                                         f"({', '.join(sorted(expected)) or 'none'}) in {gt_path.name}"))

@@ -1,0 +1,413 @@
+"""Isolation audit (issue 11, item 4): what an agent must not do, tried through every way in.
+
+One table: CHECKS (things an agent must not do) x WAYS (how an agent reaches the benchmark). Each cell is one test
+that tries the forbidden thing through that way in and asserts it is refused *and* logged (the trajectory record or
+the gateway's log line). Cells that make no sense are absent (a manifest cannot spend a budget), and cells where the
+refusal is not enforced yet are in KNOWN_GAPS as strict xfails: the test asserts the refusal, is expected to fail,
+and turns into a failure the day it starts passing, so the table never overstates. `test_audit_table` prints the
+table and its count (`pytest -s`).
+
+Ways in: `rest` (the gateway's REST API, in-process), `mcp` (the gateway's MCP endpoint over real Streamable HTTP),
+`command` (what a command agent process gets: its environment and files), `manifest` (the manifest of every
+scenario spec), `agent_api` (the remote agents' HTTP API).
+
+Many single behaviours are tested in detail in test_gateway_*.py; the cells here call the same public entry points
+once each, so the audit is one place that says what is covered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+import yaml
+from fastapi.testclient import TestClient
+from gateway_fixtures import TOKEN, Clock, FakeObservability, make_gateway, make_run_dir, trajectory
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from orchestrator import paths
+from orchestrator.agent import run_agent
+from orchestrator.agent_api import AgentAPI
+from orchestrator.gateway.rest import create_app
+from orchestrator.lifecycle import scenario_vars
+from orchestrator.spec import load_scenario, spec_files
+
+OTHER_TOKEN = "another-runs-token-0123456789abcdef0123"
+MARKER = "GROUND-TRUTH-MARKER-7f3a"  # planted where only the benchmark may look
+MACHINERY = ["prometheus", "alertmanager", "loadgen", "fault-latency", "redis-exporter", "ob-r1-prometheus"]
+CONTROL_TOOLS: list[tuple[str, dict[str, Any]]] = [
+    ("restart", {}), ("scale", {"replicas": 0}), ("set_env", {"env": {"X": "1"}}), ("rollback", {})]
+
+
+# -- ways in ------------------------------------------------------------------------------------------------------
+@dataclass
+class Answer:
+    ok: bool
+    code: str | None  # the error code (or "unauthorized")
+    text: str  # the whole answer, to look for things that must not be in it
+
+
+class Rest:
+    name = "rest"
+
+    def __init__(self, run_dir: Path, **options: Any) -> None:
+        self.client = TestClient(create_app(make_gateway(run_dir, **options)))
+
+    def call(self, tool: str, args: dict[str, Any], token: str = TOKEN) -> Answer:
+        resp = self.client.post(f"/v1/tools/{tool}", headers={"Authorization": f"Bearer {token}"}, json=args)
+        body = resp.json()
+        return Answer(bool(body.get("ok")), (body.get("error") or {}).get("code"), resp.text)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class Mcp:
+    """The gateway served by uvicorn in a thread, spoken to by the mcp SDK's client (as test_gateway_mcp does)."""
+
+    name = "mcp"
+
+    def __init__(self, run_dir: Path, **options: Any) -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(create_app(make_gateway(run_dir, **options)), log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "gateway did not start"
+            time.sleep(0.02)
+
+    async def _call(self, tool: str, args: dict[str, Any], token: str) -> Answer:
+        async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+                    Client(streamable_http_client(f"{self.url}/mcp", http_client=http)) as client):
+            result = await client.call_tool(tool, args)
+        body = result.structured_content or {}
+        text = json.dumps(body) + "".join(getattr(c, "text", "") for c in result.content)
+        return Answer(not result.is_error, (body.get("error") or {}).get("code"), text)
+
+    def call(self, tool: str, args: dict[str, Any], token: str = TOKEN) -> Answer:
+        try:
+            return asyncio.run(self._call(tool, args, token))
+        except Exception as exc:  # the SDK turns the 401 into an MCPError inside an exception group
+            if token != TOKEN:  # the gateway's log (checked by the cell) says why
+                return Answer(False, "unauthorized", repr(exc))
+            raise
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+GatewayWay = Rest | Mcp
+
+
+@pytest.fixture(scope="module")
+def obs() -> Iterator[FakeObservability]:
+    fake = FakeObservability()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, obs: FakeObservability) -> Path:
+    """A run directory like a deployed shop's, with what only the benchmark may read planted beside it."""
+    rd = make_run_dir(tmp_path, obs.url)
+    (rd / "state" / "faults").mkdir(parents=True)
+    (rd / "state" / "faults" / "latency.json").write_text(json.dumps({"delay_ms": 1234, "marker": MARKER}))
+    (rd / "ground_truth.yaml").write_text(f"entities: [{{id: cart-1, rootCause: true, note: {MARKER}}}]\n")
+    (rd / "steps" / "05-evaluate").mkdir(parents=True)
+    (rd / "steps" / "05-evaluate" / "extravars").write_text(json.dumps({"opsbench_ground_truth": MARKER}))
+    return rd
+
+
+def open_way(name: str, run_dir: Path, **options: Any) -> GatewayWay:
+    return Rest(run_dir, **options) if name == "rest" else Mcp(run_dir, **options)
+
+
+def refused_and_recorded(way: GatewayWay, run_dir: Path, tool: str, args: dict[str, Any], codes: set[str]) -> Answer:
+    before = len(trajectory(run_dir))
+    answer = way.call(tool, args)
+    assert not answer.ok and answer.code in codes, (tool, args, answer)
+    records = trajectory(run_dir)
+    assert len(records) == before + 1 and records[-1]["tool"] == tool, records[-1:]
+    assert records[-1]["status"] in ("denied", "invalid") and records[-1]["transport"] == way.name
+    return answer
+
+
+# -- the cells ----------------------------------------------------------------------------------------------------
+def gw_read_ground_truth(way: GatewayWay, run_dir: Path) -> None:
+    # No tool reads a file by name: an invented one is not found, a path argument is refused as unknown.
+    refused_and_recorded(way, run_dir, "read_file", {"path": str(run_dir / "ground_truth.yaml")}, {"not_found"})
+    refused_and_recorded(way, run_dir, "search_logs", {"path": str(run_dir / "state")}, {"invalid"})
+    refused_and_recorded(way, run_dir, "search_logs", {"service": "../../ground_truth"}, {"not_found", "invalid"})
+    # Whatever the tools answer with their defaults, none of it comes from the run's state or ground truth.
+    for tool in ("get_alerts", "get_topology", "list_services", "search_logs", "get_traces"):
+        answer = way.call(tool, {})
+        assert answer.ok and MARKER not in answer.text and "ground_truth" not in answer.text, (tool, answer)
+
+
+def gw_see_fault_parameters(way: GatewayWay, run_dir: Path) -> None:
+    # Fault helper containers are neither listed nor describable, nor are their metrics queryable.
+    for tool in ("get_topology", "list_services"):
+        answer = way.call(tool, {})
+        assert answer.ok and "fault-" not in answer.text and "1234" not in answer.text, (tool, answer.text[:300])
+    refused_and_recorded(way, run_dir, "describe_service", {"service": "fault-latency"}, {"denied"})
+    refused_and_recorded(way, run_dir, "query_metrics", {"query": 'container_pids{container=~"fault.*"}'},
+                         {"denied"})
+
+
+def gw_reach_observability(way: GatewayWay, run_dir: Path) -> None:
+    refused_and_recorded(way, run_dir, "describe_service", {"service": "prometheus"}, {"denied"})
+    refused_and_recorded(way, run_dir, "query_metrics", {"query": "prometheus_config_last_reload_successful"},
+                         {"denied"})
+    refused_and_recorded(way, run_dir, "query_metrics", {"query": 'up{job="prometheus"}'}, {"denied"})
+    env = json.loads((run_dir / "environment.json").read_text())
+    for tool in ("get_alerts", "get_topology", "list_services"):  # no answer gives the stack's own address away
+        answer = way.call(tool, {})
+        assert answer.ok and env["endpoints"]["prometheus"] not in answer.text, tool
+
+
+def gw_act_on_machinery(way: GatewayWay, run_dir: Path) -> None:
+    for name in MACHINERY:
+        for tool, extra in CONTROL_TOOLS:
+            refused_and_recorded(way, run_dir, tool, {"service": name, **extra}, {"denied"})
+
+
+def gw_other_run_token(way: GatewayWay, run_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="opsbench.gateway"):
+        answer = way.call("get_topology", {}, token=OTHER_TOKEN)
+    assert not answer.ok and answer.code == "unauthorized", answer
+    assert "refused POST" in caplog.text and "wrong token" in caplog.text  # logged ...
+    assert OTHER_TOKEN not in caplog.text  # ... without the token
+    assert trajectory(run_dir) == []  # nothing reached a tool
+
+
+def gw_exceed_budget(way: GatewayWay, run_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    way.close()
+    calls = open_way(way.name, run_dir, max_calls=2)
+    try:
+        assert calls.call("get_topology", {}).ok and calls.call("get_topology", {}).ok
+        with caplog.at_level("WARNING", logger="opsbench.gateway"):
+            refused = calls.call("get_topology", {})
+        assert not refused.ok and refused.code == "budget_exhausted"
+        assert trajectory(run_dir)[-1]["status"] == "denied" and "budget" in caplog.text
+    finally:
+        calls.close()
+    late = open_way(way.name, run_dir, deadline=Clock().now - 1)
+    try:
+        answer = late.call("get_topology", {})
+        assert not answer.ok and answer.code == "budget_exhausted" and trajectory(run_dir)[-1]["status"] == "denied"
+    finally:
+        late.close()
+
+
+# command agents: what the process gets
+def _agent_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: dict[str, str]) -> dict[str, str]:
+    """Run a real command agent that dumps its environment; the lifecycle's own variables are passed as extra."""
+    for key, value in planted.items():
+        monkeypatch.setenv(key, value)
+    agent_dir = tmp_path / "agent"
+    (agent_dir / "workspace").mkdir(parents=True)
+    result = run_agent(f"{sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))' > env.json",
+                       agent_dir, {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json")}, 30, lambda: False,
+                       lambda pid: None)
+    assert result.status == "exited", result
+    env: dict[str, str] = json.loads((agent_dir / "workspace" / "env.json").read_text())
+    return env
+
+
+def cmd_orchestrator_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    planted = {"OPSBENCH_JUDGE_API_KEY": "judge-secret-0123456789", "OPSBENCH_AGENT_API_KEY": "api-secret-012345678",
+               "OPSBENCH_JUDGE_API_KEY_ENV": "JUDGE_KEY_ELSEWHERE", "JUDGE_KEY_ELSEWHERE": "judge-secret-other-0123"}
+    env = _agent_env(tmp_path, monkeypatch, planted)
+    text = json.dumps(env)
+    for secret in ("judge-secret-0123456789", "api-secret-012345678", "judge-secret-other-0123"):
+        assert secret not in text
+    assert env["OPSBENCH_MANIFEST"].endswith("manifest.json")
+
+
+def cmd_read_ground_truth_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _agent_env(tmp_path, monkeypatch, {})
+    own = {k: v for k, v in env.items() if k.startswith("OPSBENCH_")}
+    assert not any(s in v for v in own.values() for s in ("scenario_specs", "ground_truth", "state/faults")), own
+
+
+def cmd_read_ground_truth_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KNOWN GAP: a command agent runs as the orchestrator's user and can read the scenario specs."""
+    agent_dir = tmp_path / "agent"
+    (agent_dir / "workspace").mkdir(parents=True)
+    gt = paths.SPECS_DIR / "loopweb-web-down" / "ground_truth.yaml"
+    run_agent(f"cat {gt} > seen.txt", agent_dir, {}, 30, lambda: False, lambda pid: None)
+    seen = (agent_dir / "workspace" / "seen.txt").read_text() if (agent_dir / "workspace" / "seen.txt").exists() else ""
+    assert "rootCause" not in seen, "a command agent read the ground truth"
+
+
+def cmd_exceed_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_dir = tmp_path / "agent"
+    (agent_dir / "workspace").mkdir(parents=True)
+    result = run_agent("sleep 60 & sleep 60", agent_dir, {}, 1, lambda: False, lambda pid: None)
+    assert result.status == "timeout" and "budget" in result.detail  # recorded in the run's agent result
+    procs = subprocess.run(["pgrep", "-f", "sleep 60 & sleep 60"], capture_output=True, text=True, check=False)
+    assert procs.stdout.strip() == "", "the agent's process group outlived its budget"
+
+
+# manifests of every scenario spec
+def _manifests(tmp_path: Path) -> Iterator[tuple[Any, str]]:
+    for spec in spec_files():
+        scn = load_scenario(spec)
+        manifest = scenario_vars(scn, "r-audit", Path("/runs/r-audit"))["manifest"]
+        yield scn, json.dumps(manifest)
+
+
+def man_read_ground_truth(tmp_path: Path) -> None:
+    n = 0
+    for scn, text in _manifests(tmp_path):
+        n += 1
+        for forbidden in (scn.id, "ground_truth", "scenario_specs", "state/faults", str(scn.path.parent)):
+            assert forbidden not in text, (scn.id, forbidden)
+    assert n >= 50
+
+
+def man_see_fault_parameters(tmp_path: Path) -> None:
+    for scn, text in _manifests(tmp_path):
+        for fault in scn.faults:
+            assert fault["role"] not in text and fault["name"] not in text, (scn.id, fault["name"])
+            assert "fault_" not in text
+
+
+def man_reach_observability(tmp_path: Path) -> None:
+    # The handover role drops these endpoints from the manifest; the agent reaches alerts and metrics via tools.
+    defaults = yaml.safe_load((paths.ROLES_DIR / "agent_access" / "defaults" / "main.yml").read_text())
+    assert {"prometheus", "alertmanager"} <= set(defaults["agent_access_hidden_endpoints"])
+    handover = (paths.ROLES_DIR / "agent_access" / "tasks" / "handover.yml").read_text()
+    assert "rejectattr('key', 'in', agent_access_hidden_endpoints)" in handover
+    for _, text in _manifests(tmp_path):
+        assert "9090" not in text and "9093" not in text
+
+
+# the remote agents' API
+def _http(url: str, key: str, method: str = "GET", body: Any = None) -> int:
+    req = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def api_other_run_token(tmp_path: Path) -> None:
+    with AgentAPI("the-operators-key-0123456789") as api:
+        api.ready({"run": "r1", "output": {}}, TOKEN, tmp_path / "output.json")
+        for key in (TOKEN, OTHER_TOKEN):  # the gateway token of this run or another's opens nothing here
+            assert _http(f"{api.url}/v1/manifest", key) == 401
+            assert _http(f"{api.url}/v1/output", key, "PUT", {"entities": []}) == 401
+        assert [e["event"] for e in api.state.events] == ["unauthorized"] * 4  # logged
+    assert not (tmp_path / "output.json").exists()
+
+
+def api_exceed_budget(tmp_path: Path) -> None:
+    from orchestrator.agent_api import wait_for_remote
+
+    key = "the-operators-key-0123456789"
+    with AgentAPI(key) as api:
+        api.ready({"run": "r1", "output": {}}, TOKEN, tmp_path / "output.json")
+        status, detail = wait_for_remote(api, 0, lambda: False, poll=0.01)
+        assert status == "timeout" and "budget" in detail
+        api.close()
+    with AgentAPI(key) as late:  # after the agent phase, an upload is refused
+        late.ready({"run": "r1", "output": {}}, TOKEN, tmp_path / "output.json")
+        late.state.phase = "closed"
+        assert _http(f"{late.url}/v1/output", key, "PUT", {"entities": []}) == 409
+        assert _http(f"{late.url}/v1/manifest", key) == 410
+    assert not (tmp_path / "output.json").exists()
+
+
+# -- the table ----------------------------------------------------------------------------------------------------
+CHECKS = ["read ground truth or scenario files", "see fault parameters", "reach the observability stack's config",
+          "act on the observability stack or fault machinery", "use another run's token", "exceed its budget",
+          "get the orchestrator's own credentials"]
+WAYS = ["rest", "mcp", "command", "manifest", "agent_api"]
+Cell = Callable[..., None]
+AUDIT: dict[tuple[str, str], Cell] = {}
+for _way in ("rest", "mcp"):
+    AUDIT[(CHECKS[0], _way)] = gw_read_ground_truth
+    AUDIT[(CHECKS[1], _way)] = gw_see_fault_parameters
+    AUDIT[(CHECKS[2], _way)] = gw_reach_observability
+    AUDIT[(CHECKS[3], _way)] = gw_act_on_machinery
+    AUDIT[(CHECKS[4], _way)] = gw_other_run_token
+    AUDIT[(CHECKS[5], _way)] = gw_exceed_budget
+AUDIT[(CHECKS[0], "command")] = cmd_read_ground_truth_env
+AUDIT[(CHECKS[0], "command (files)")] = cmd_read_ground_truth_files
+AUDIT[(CHECKS[6], "command")] = cmd_orchestrator_secrets
+AUDIT[(CHECKS[5], "command")] = cmd_exceed_budget
+AUDIT[(CHECKS[0], "manifest")] = man_read_ground_truth
+AUDIT[(CHECKS[1], "manifest")] = man_see_fault_parameters
+AUDIT[(CHECKS[2], "manifest")] = man_reach_observability
+AUDIT[(CHECKS[4], "agent_api")] = api_other_run_token
+AUDIT[(CHECKS[5], "agent_api")] = api_exceed_budget
+
+KNOWN_GAPS = {
+    (CHECKS[0], "command (files)"): "a command agent runs as the orchestrator's user: file permissions do not keep "
+                                    "it from reading scenario_specs/ (see docs/reliability.md)",
+}
+RESULTS: dict[tuple[str, str], str] = {}
+
+
+def _params() -> list[Any]:
+    out = []
+    for key in AUDIT:
+        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[key])] if key in KNOWN_GAPS else []
+        out.append(pytest.param(key, id=f"{key[1]}:{key[0].replace(' ', '-')}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("cell", _params())
+def test_audit(cell: tuple[str, str], request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    fn = AUDIT[cell]
+    RESULTS[cell] = "known gap" if cell in KNOWN_GAPS else "FAILED"
+    if cell[1] in ("rest", "mcp"):
+        run_dir = request.getfixturevalue("run_dir")
+        way = open_way(cell[1], run_dir)
+        try:
+            kwargs: dict[str, Any] = {}
+            if "caplog" in fn.__code__.co_varnames:
+                kwargs["caplog"] = request.getfixturevalue("caplog")
+            fn(way, run_dir, **kwargs)
+        finally:
+            way.close()
+    elif cell[1].startswith("command"):
+        fn(tmp_path, request.getfixturevalue("monkeypatch"))
+    else:
+        fn(tmp_path)
+    RESULTS[cell] = "refused and logged" if cell[1] in ("rest", "mcp", "agent_api") else "refused"
+
+
+def test_audit_table() -> None:
+    """Runs after the cells (file order): prints the table and checks that every cell ran."""
+    if not RESULTS:
+        pytest.skip("the audit cells were not selected in this session (e.g. -k), nothing to tabulate")
+    lines = [f"{'check':52} {'way in':16} result"]
+    lines += [f"{check:52} {way:16} {RESULTS.get((check, way), 'not run')}" for check, way in AUDIT]
+    enforced = sum(1 for v in RESULTS.values() if v.startswith("refused"))
+    lines.append(f"isolation audit: {len(AUDIT)} cells, {enforced} enforced, {len(KNOWN_GAPS)} known gap(s)")
+    print("\n" + "\n".join(lines))
+    assert set(RESULTS) == set(AUDIT), "some cells did not run"
+    assert all(v != "FAILED" for k, v in RESULTS.items() if k not in KNOWN_GAPS), RESULTS
