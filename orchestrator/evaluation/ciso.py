@@ -297,6 +297,71 @@ def restore(container: str, saved: Path, before: dict[str, str], after: dict[str
                        stdin=src, capture_output=True, timeout=120, check=False)
 
 
+# -- read-only guards: the target before and after the fetcher ------------------------------------
+class HostGuard:
+    """A podman container host: file-system snapshot and archive before, diff, revert and stray kill after."""
+
+    def __init__(self, container: str, work_dir: Path) -> None:
+        self.container, self.saved = container, work_dir / "host-before.tar"
+        self.before: dict[str, str] = {}
+        self.pids: set[int] = set()
+
+    def start(self) -> None:
+        self.before = snapshot(self.container)
+        archive(self.container, self.saved)
+        self.pids = processes(self.container)
+
+    def finish(self) -> tuple[list[str], dict[str, Any]]:
+        extra: dict[str, Any] = {}
+        if strays := stop_strays(self.container, self.pids):
+            extra["stray_processes_stopped"] = len(strays)
+        after = snapshot(self.container)
+        changes = diff_snapshots(self.before, after)
+        if changes:
+            restore(self.container, self.saved, self.before, after)
+            left = diff_snapshots(self.before, snapshot(self.container))
+            extra.update(host_restored=not left, host_left=left[:5])
+        self.saved.unlink(missing_ok=True)
+        return changes, extra
+
+
+class FileGuard:
+    """An offline target made of files (a recorded cluster state): content before, compare and put back after."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.files = [Path(f) for f in files]
+        self.before: dict[Path, bytes | None] = {}
+
+    def _read(self) -> dict[Path, bytes | None]:
+        return {f: f.read_bytes() if f.is_file() else None for f in self.files}
+
+    def start(self) -> None:
+        self.before = self._read()
+
+    def finish(self) -> tuple[list[str], dict[str, Any]]:
+        now = self._read()
+        changes = [f"{'deleted' if now[f] is None else 'changed'} {f}" for f in self.files if now[f] != self.before[f]]
+        if not changes:
+            return [], {}
+        for f, content in self.before.items():
+            if content is not None:
+                f.write_bytes(content)
+        left = [str(f) for f, content in self._read().items() if content != self.before[f]]
+        return changes, {"host_restored": not left, "host_left": left}
+
+
+Guard = HostGuard | FileGuard
+
+
+def guard_for(control: dict[str, Any], work_dir: Path) -> Guard:
+    """The guard for a target as the environment published it (environment.json ``control``)."""
+    if control.get("container"):
+        return HostGuard(str(control["container"]), work_dir)
+    if control.get("files"):
+        return FileGuard([str(f) for f in control["files"]])
+    raise RuntimeError(f"the environment publishes no target to guard (control: {sorted(control)})")
+
+
 # -- scoring -------------------------------------------------------------------------------
 def expected_posture(ground_truth: dict[str, Any]) -> bool | None:
     posture = ground_truth.get("posture") or {}
@@ -326,9 +391,11 @@ def score(*, status: str, iec: bool, ipa: bool, ce: bool, decided: bool | None, 
             "time_to_process": time_to_process, "reasons": reasons, **(extra or {})}
 
 
-def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, container: str, work_dir: Path,
+def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, target: str | Guard, work_dir: Path,
            timeline: dict[str, Any], fetcher_timeout: float = 60.0, policy_timeout: float = 10.0) -> dict[str, Any]:
-    """Run the whole evaluation of one submission against the run's target host."""
+    """Run the whole evaluation of one submission against the run's target.
+
+    ``target`` is the host container's name or a guard (``guard_for`` the environment's ``control``)."""
     expected = expected_posture(ground_truth)
     ttp = agent_time(timeline)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -352,23 +419,17 @@ def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, con
     extra: dict[str, Any] = {"host_changed": False, "host_restored": None}
     ce, decided = False, None
     if iec:
-        saved = work_dir / "host-before.tar"
-        before = snapshot(container)
-        archive(container, saved)
-        pids = processes(container)
+        guard = HostGuard(target, work_dir) if isinstance(target, str) else target
+        guard.start()
         fetched = run_fetcher(playbook, inventory, work_dir / "evidence.json", fetcher_timeout)
-        if strays := stop_strays(container, pids):
-            extra["stray_processes_stopped"] = len(strays)
-        after = snapshot(container)
-        changes = diff_snapshots(before, after)
+        changes, found = guard.finish()
+        left = found.pop("host_left", [])
+        extra.update(found)
         extra.update(fetcher_rc=fetched.rc, fetcher_elapsed=fetched.elapsed, fetcher_timed_out=fetched.timed_out)
         if changes:
-            restore(container, saved, before, after)
-            left = diff_snapshots(before, snapshot(container))
-            extra.update(host_changed=True, host_changes=changes[:20], host_restored=not left)
+            extra.update(host_changed=True, host_changes=changes[:20])
             reasons.append(f"the fetcher changed the host ({len(changes)} paths, e.g. {changes[0]}); "
                            + ("reverted" if not left else f"NOT fully reverted: {left[:5]}"))
-        saved.unlink(missing_ok=True)
         if fetched.reason:
             reasons.append(fetched.reason)
         ce = fetched.evidence is not None and not changes
