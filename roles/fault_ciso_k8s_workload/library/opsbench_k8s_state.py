@@ -24,6 +24,18 @@ def key(obj):
             obj.get("kind"), meta.get("namespace", ""), meta.get("name"))
 
 
+def merge(state, objects):
+    """The List with each object replacing its match (same group, kind, namespace, name) or appended."""
+    items = list(state["items"])
+    for obj in objects:
+        found = [i for i, have in enumerate(items) if key(have) == key(obj)]
+        if found:
+            items[found[0]] = obj
+        else:
+            items.append(obj)
+    return {**state, "items": items}
+
+
 def main():
     module = AnsibleModule(argument_spec={"path": {"type": "path", "required": True},
                                           "objects": {"type": "list", "elements": "dict", "required": True}},
@@ -36,18 +48,12 @@ def main():
         module.fail_json(msg=f"cannot read the cluster state {path}: {exc}")
     if not isinstance(state, dict) or not isinstance(state.get("items"), list):
         module.fail_json(msg=f"{path} is not a Kubernetes List")
-    items = list(state["items"])
-    for obj in module.params["objects"]:
-        found = [i for i, have in enumerate(items) if key(have) == key(obj)]
-        if found:
-            items[found[0]] = obj
-        else:
-            items.append(obj)
-    new = json.dumps({**state, "items": items}, indent=1) + "\n"
+    merged = merge(state, module.params["objects"])
+    new = json.dumps(merged, indent=1) + "\n"
     changed = new != text
     if changed and not module.check_mode:
         path.write_text(new)
-    module.exit_json(changed=changed, objects=len(items))
+    module.exit_json(changed=changed, objects=len(merged["items"]))
 
 
 if __name__ == "__main__":
