@@ -235,6 +235,6 @@ def test_bad_policies_on_the_offline_target_fail_with_a_reason(tmp_path: Path, p
 
 
 def test_a_fetcher_that_does_not_parse_is_never_run(tmp_path: Path) -> None:
-    scores, state, before = _assess(tmp_path, None, True, "- hosts: [\n", agent.k8s_policy(agent.K8S_CONTROLS[0]))
+    scores, _state, _before = _assess(tmp_path, None, True, "- hosts: [\n", agent.k8s_policy(agent.K8S_CONTROLS[0]))
     assert (scores["iec"], scores["ce"], scores["sap"]) == (0, 0, 0)
     assert "fetcher_rc" not in scores and any("does not parse" in r for r in scores["reasons"])
