@@ -18,6 +18,9 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 PACKAGE = "opsbench.ciso.check"
 SSHD_VALUE = ("cat /etc/ssh/sshd_config.d/*.conf /etc/ssh/sshd_config 2>/dev/null"
@@ -229,6 +232,55 @@ def recognise_k8s(goal: str) -> K8sControl | None:
     return hits[0] if hits else None
 
 
+# -- Kubernetes with Kyverno (ITBench D.5.1 new policy, D.5.4 policy update) -------------------------------
+def _each_container(inner: dict[str, Any]) -> dict[str, Any]:
+    return {"=(ephemeralContainers)": [inner], "=(initContainers)": [inner], "containers": [inner]}
+
+
+# Control id -> (policy name, rule name, kinds, the right pattern, a deliberately wrong one for --invert).
+POD = ["Pod"]
+KYVERNO_RULES: dict[str, tuple[str, str, list[str], dict[str, Any], dict[str, Any]]] = {
+    "CIS Kubernetes 5.2.2": ("disallow-privileged-containers", "privileged-containers", POD,
+                             {"spec": _each_container({"=(securityContext)": {"=(privileged)": "false"}})},
+                             {"spec": {"containers": [{"securityContext": {"privileged": "true"}}]}}),
+    "CIS Kubernetes 5.2.3-5.2.5": ("disallow-host-namespaces", "host-namespaces", POD,
+                                   {"spec": {"=(hostPID)": "false", "=(hostIPC)": "false", "=(hostNetwork)": "false"}},
+                                   {"spec": {"hostNetwork": "true"}}),
+    "CIS Kubernetes 5.2.6": ("disallow-privilege-escalation", "privilege-escalation", POD,
+                             {"spec": _each_container({"securityContext": {"allowPrivilegeEscalation": "false"}})},
+                             {"spec": {"containers": [{"securityContext": {"allowPrivilegeEscalation": "true"}}]}}),
+    "CIS Kubernetes 5.7.4": ("disallow-default-namespace", "default-namespace",
+                             ["Pod", "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"],
+                             {"metadata": {"namespace": "!default"}}, {"metadata": {"namespace": "default"}}),
+}
+
+
+def kyverno_rule(control: K8sControl, invert: bool = False) -> dict[str, Any]:
+    _, rule, kinds, right, wrong = KYVERNO_RULES[control.id]
+    return {"name": rule, "match": {"any": [{"resources": {"kinds": kinds}}]},
+            "exclude": {"any": [{"resources": {"namespaces": ["kube-system"]}}]},
+            "validate": {"message": f"{control.id}: {rule} is not allowed.", "pattern": wrong if invert else right}}
+
+
+def kyverno_policy(control: K8sControl, invert: bool = False, existing: str | None = None) -> str:
+    """A ClusterPolicy for the control; with ``existing`` (an update task) that policy with the rule added."""
+    if existing:
+        doc = yaml.safe_load(existing)
+        rules = [r for r in doc["spec"]["rules"] if r.get("name") != KYVERNO_RULES[control.id][1]]
+        doc["spec"]["rules"] = [*rules, kyverno_rule(control, invert)]
+        doc["metadata"] = {k: v for k, v in doc["metadata"].items() if k in ("name", "annotations")}
+    else:
+        doc = {"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy",
+               "metadata": {"name": KYVERNO_RULES[control.id][0],
+                            "annotations": {"policies.kyverno.io/title": control.id,
+                                            "pod-policies.kyverno.io/autogen-controllers":
+                                                "none" if len(KYVERNO_RULES[control.id][2]) > 1
+                                                else "DaemonSet,Deployment,Job,StatefulSet,CronJob"}},
+               "spec": {"validationFailureAction": "Audit", "background": True,
+                        "rules": [kyverno_rule(control, invert)]}}
+    return f"# Kyverno policy for {control.id}\n" + yaml.safe_dump(doc, sort_keys=False)
+
+
 def recognise(goal: str) -> Control | None:
     """The known control whose keywords all occur in the requirement (the most specific match wins)."""
     text = goal.lower()
@@ -296,6 +348,21 @@ all_hosts_ok if {{
 {HELPERS}"""
 
 
+def write_kyverno(out_path: Path, control: K8sControl, policy_yaml: str, invert: bool) -> int:
+    workspace = out_path.parent / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "policy.yaml").write_text(policy_yaml)
+    out_path.write_text(json.dumps({
+        "schema": "opsbench/ciso/v1",
+        "artifacts": [{"name": "policy.yaml", "kind": "kyverno", "content": policy_yaml}],
+        "posture": {"compliant": None, "controls": [{"id": control.id, "status": "unknown",
+                                                     "reason": "decided by Kyverno's reports on the cluster"}]},
+        "explanation": f"recognised {control.id}; Kyverno policy from a template"
+                       + (" (deliberately wrong pattern)" if invert else ""),
+    }, indent=2))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     invert = "--invert" in argv
     manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
@@ -313,6 +380,9 @@ def main(argv: list[str]) -> int:
             {"name": "README", "kind": "other", "content": "no known control matches the requirement"}],
             "posture": {"compliant": None}, "explanation": "requirement not recognised"}))
         return 0
+    if isinstance(control, K8sControl) and task and "kyverno" in task["goal"].lower():
+        existing = next((text for name, text in (targets.get("policies") or {}).items() if name in task["goal"]), None)
+        return write_kyverno(out_path, control, kyverno_policy(control, invert, existing), invert)
     if isinstance(control, K8sControl):
         playbook, rego = k8s_fetcher(control, group), k8s_policy(control, invert)
     else:

@@ -20,6 +20,7 @@ process on some inputs, and a policy or a fetcher must never hang the evaluation
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -350,7 +351,41 @@ class FileGuard:
         return changes, {"host_restored": not left, "host_left": left}
 
 
-Guard = HostGuard | FileGuard
+class ClusterGuard:
+    """A live Kubernetes cluster: the objects a fetcher could change (uid, generation or a digest of their
+    desired state) before and after, read with kubectl. A change is reported, not reverted."""
+
+    KINDS = ("namespaces,serviceaccounts,services,configmaps,deployments,statefulsets,daemonsets,jobs,cronjobs,"
+             "roles,rolebindings,clusterroles,clusterrolebindings,networkpolicies")
+
+    def __init__(self, kubeconfig: str, context: str = "") -> None:
+        self.base = ["kubectl", "--kubeconfig", kubeconfig, *(["--context", context] if context else [])]
+        self.before: dict[str, str] = {}
+
+    def _read(self) -> dict[str, str]:
+        proc = subprocess.run([*self.base, "get", self.KINDS, "-A", "-o", "json"], capture_output=True, text=True,
+                              timeout=120, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"cannot read the cluster: {' '.join(proc.stderr.split())[:300]}")
+        out: dict[str, str] = {}
+        for obj in json.loads(proc.stdout).get("items", []):
+            meta = obj.get("metadata") or {}
+            key = f"{obj.get('kind')}/{meta.get('namespace', '')}/{meta.get('name')}"
+            desired = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+            desired["labels"], desired["annotations"] = meta.get("labels"), meta.get("annotations")
+            digest = hashlib.sha256(json.dumps(desired, sort_keys=True).encode()).hexdigest()[:16]
+            out[key] = f"{meta.get('uid')} {meta.get('generation', '')} {digest}"
+        return out
+
+    def start(self) -> None:
+        self.before = self._read()
+
+    def finish(self) -> tuple[list[str], dict[str, Any]]:
+        changes = diff_snapshots(self.before, self._read())
+        return changes, ({"host_restored": False, "host_left": changes[:5]} if changes else {})
+
+
+Guard = HostGuard | FileGuard | ClusterGuard
 
 
 def guard_for(control: dict[str, Any], work_dir: Path) -> Guard:
@@ -359,6 +394,8 @@ def guard_for(control: dict[str, Any], work_dir: Path) -> Guard:
         return HostGuard(str(control["container"]), work_dir)
     if control.get("files"):
         return FileGuard([str(f) for f in control["files"]])
+    if control.get("kubeconfig"):
+        return ClusterGuard(str(control["kubeconfig"]), str(control.get("context") or ""))
     raise RuntimeError(f"the environment publishes no target to guard (control: {sorted(control)})")
 
 
