@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,28 @@ def test_a_fetcher_that_does_not_parse_is_never_run(tmp_path: Path) -> None:
     scores, _state, _before = _assess(tmp_path, None, True, "- hosts: [\n", agent.k8s_policy(agent.K8S_CONTROLS[0]))
     assert (scores["iec"], scores["ce"], scores["sap"]) == (0, 0, 0)
     assert "fetcher_rc" not in scores and any("does not parse" in r for r in scores["reasons"])
+
+
+def test_cluster_guard_sees_desired_state_changes_not_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard of the live kubectl+OPA class, with a stand-in kubectl that prints a recorded List."""
+    listing = tmp_path / "objects.json"
+    kubectl = tmp_path / "bin" / "kubectl"
+    kubectl.parent.mkdir()
+    kubectl.write_text(f"#!/bin/sh\nexec cat {listing}\n")
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{kubectl.parent}:{os.environ['PATH']}")
+    state = _variant(None)
+    listing.write_text(json.dumps(state))
+    guard = ciso.guard_for({"kubeconfig": "/nonexistent/kubeconfig"}, tmp_path)
+    assert isinstance(guard, ciso.ClusterGuard)
+    guard.start()
+    pods = [o for o in state["items"] if o["kind"] == "Pod"]
+    pods[0]["status"]["phase"] = "Succeeded"  # the cluster's own doing
+    listing.write_text(json.dumps(state))
+    assert guard.finish() == ([], {})
+    deps = [o for o in state["items"] if o["kind"] == "Deployment"]
+    deps[0]["spec"]["replicas"] = 0  # a fetcher that scaled a workload down
+    listing.write_text(json.dumps(state))
+    changes, extra = guard.finish()
+    assert changes == [f"changed Deployment/{deps[0]['metadata']['namespace']}/{deps[0]['metadata']['name']}"]
+    assert extra["host_restored"] is False
