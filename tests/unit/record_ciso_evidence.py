@@ -15,7 +15,9 @@ DATA = Path(__file__).parent / "data" / "ciso_evidence"
 def main(argv: list[str]) -> int:
     best: dict[str, tuple[str, dict[str, object]]] = {}
     for runs in argv:
-        for run in sorted(Path(runs).iterdir()):
+        # Runs, and campaign trials under their host run (runs/<host>/trials/<id>), oldest first.
+        found = [p.parents[2] for p in Path(runs).glob("**/evaluation/ciso/evidence.json")]
+        for run in sorted(found, key=lambda r: r.name):
             state, evidence, scores = run / "run.json", run / "evaluation" / "ciso" / "evidence.json", \
                 run / "evaluation" / "ciso.json"
             if not (state.is_file() and evidence.is_file() and scores.is_file()):
