@@ -1,14 +1,14 @@
-"""Every local CISO scenario, both postures, on evidence recorded from real target hosts.
+"""Local CISO scenarios, both postures, on evidence recorded from real target hosts.
 
-tests/unit/data/ciso_evidence/<scenario>.json holds, for the scenarios recorded so far, what the baseline agent's fetcher wrote when it ran
-against a real, misconfigured target host (container ob-<run>-cishost) during a live campaign
-(`opsbench campaign <all ciso-* ids> --agent "python -m orchestrator.agents.ciso"`; the run id and time
-are in the file; `python -m tests.unit.record_ciso_evidence <runs dir>` refreshes them). The fetcher is the
-same with --invert (only the policy differs), so evaluating the baseline policy and the deliberately
-wrong one on this evidence with the real engine decides each scenario as a live run would: the baseline
-must pass every recorded scenario and the inverted policy must fail every one. The live e2e tests
-(tests/e2e/test_ciso.py) check the rest of the loop (fetcher run, guard, clean-up) on two scenarios.
-Fast (~2 s)."""
+tests/unit/data/ciso_evidence/<scenario>.json holds, for the scenarios recorded so far, what the
+baseline agent's fetcher wrote when it ran against a real, misconfigured target host (container
+ob-<run>-cishost) during a live campaign (`opsbench campaign <ciso-* ids> --agent
+"python -m orchestrator.agents.ciso"`; the run id is in the file; `python tests/unit/record_ciso_evidence.py
+<runs dir>` refreshes them). The fetcher is the same with --invert (only the policy differs), so
+evaluating the baseline policy and the deliberately wrong one on this evidence with the real engine
+decides each scenario as a live run would: the baseline must pass every recorded scenario and the
+inverted policy must fail every one. The live e2e tests (tests/e2e/test_ciso.py) check the rest of
+the loop (fetcher run, guard, clean-up). Fast (~2 s)."""
 
 from __future__ import annotations
 
