@@ -62,7 +62,7 @@ def test_a_hanging_fetcher_is_stopped_in_the_host_too(home: Path) -> None:
     assert rc == 0 and result["recovered"] is True, result.get("reason")
     ciso = result["evaluations"]["ciso"]
     assert ciso["fetcher_timed_out"] is True and (ciso["iec"], ciso["ce"], ciso["sap"]) == (1, 0, 0), ciso
-    assert ciso["stray_processes_stopped"] >= 1 and ciso["host_changed"] is False
+    assert ciso.get("stray_processes_stopped", 0) >= 1 and ciso["host_changed"] is False
     assert any("exceeded its time limit" in r for r in ciso["reasons"])
 
 
