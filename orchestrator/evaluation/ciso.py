@@ -220,17 +220,53 @@ def run_fetcher(playbook: Path, inventory: Path, evidence_path: Path, timeout: f
     return res
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (ansible-core runs each worker in a session of its own, out of killpg's reach)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def _kill_session(proc: subprocess.Popen[Any]) -> None:
+    """Stop the fetcher: its session (SIGTERM, then SIGKILL), then whatever it had started anywhere below it."""
+    below = _descendants(proc.pid)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
             proc.wait(timeout=5)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in below):
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 # -- the host: read-only guard -------------------------------------------------------------
