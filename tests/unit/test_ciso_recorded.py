@@ -37,7 +37,7 @@ def _local_scenarios() -> dict[str, str]:
 
 
 LOCAL = _local_scenarios()
-# Scenarios with evidence recorded so far (the campaign of 2026-11-22 recorded part of the 36: see docs/ciso.md).
+# Scenarios with evidence recorded (all 36 by the campaign of 2026-11-22: see docs/ciso.md).
 RECORDED = [s for s in LOCAL if (DATA / f"{s}.json").is_file()]
 
 
@@ -46,6 +46,7 @@ def test_recorded_evidence_covers_every_class_in_both_postures() -> None:
     covered = {(LOCAL[s], s.endswith("-noncompliant")) for s in RECORDED}
     assert covered == {(c, nc) for c in set(LOCAL.values()) for nc in (True, False)}, sorted(covered)
     assert not [f for f in DATA.glob("*.json") if f.stem not in LOCAL], "evidence of an unknown scenario"
+    assert sorted(RECORDED) == sorted(LOCAL), "every local scenario has recorded evidence"
 
 
 def _decide(policy: str, evidence: Any) -> bool | None:
