@@ -1,6 +1,6 @@
 """Local CISO scenarios, both postures, on evidence recorded from real target hosts.
 
-tests/unit/data/ciso_evidence/<scenario>.json holds, for the scenarios recorded so far, what the
+tests/unit/data/ciso_evidence/<scenario>.json holds, for every local scenario, what the
 baseline agent's fetcher wrote when it ran against a real, misconfigured target host (container
 ob-<run>-cishost) during a live campaign (`opsbench campaign <ciso-* ids> --agent
 "python -m orchestrator.agents.ciso"`; the run id is in the file; `python tests/unit/record_ciso_evidence.py
