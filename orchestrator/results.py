@@ -27,7 +27,7 @@ from orchestrator.evaluation.stats import mean_pass_at_k, mean_stderr, pass_at_k
 # else a mitigation, else a FinOps analysis (pass@1 of the answers; F1 = 1 / rank score = 1 for anomalies),
 # else a CISO assessment (SAP: the agent's policy decided the real posture).
 DECIDERS = (("diagnosis", "fl_pass"), ("mitigation", "mitigation_pass"), ("finops", "finops_pass"),
-            ("ciso", "ciso_pass"))
+            ("ciso", "ciso_pass"), ("ciso_kyverno", "ciso_pass"))
 # Further per-trial means in the results and the leaderboard (CUJBench outcome and process metrics).
 EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "evidence_recall"),
                  ("process", "submitted"), ("process", "calls"), ("process", "tool_coverage"),

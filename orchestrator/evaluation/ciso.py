@@ -20,6 +20,7 @@ process on some inputs, and a policy or a fetcher must never hang the evaluation
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -219,17 +220,53 @@ def run_fetcher(playbook: Path, inventory: Path, evidence_path: Path, timeout: f
     return res
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (ansible-core runs each worker in a session of its own, out of killpg's reach)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def _kill_session(proc: subprocess.Popen[Any]) -> None:
+    """Stop the fetcher: its session (SIGTERM, then SIGKILL), then whatever it had started anywhere below it."""
+    below = _descendants(proc.pid)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
             proc.wait(timeout=5)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in below):
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 # -- the host: read-only guard -------------------------------------------------------------
@@ -297,6 +334,107 @@ def restore(container: str, saved: Path, before: dict[str, str], after: dict[str
                        stdin=src, capture_output=True, timeout=120, check=False)
 
 
+# -- read-only guards: the target before and after the fetcher ------------------------------------
+class HostGuard:
+    """A podman container host: file-system snapshot and archive before, diff, revert and stray kill after."""
+
+    def __init__(self, container: str, work_dir: Path) -> None:
+        self.container, self.saved = container, work_dir / "host-before.tar"
+        self.before: dict[str, str] = {}
+        self.pids: set[int] = set()
+
+    def start(self) -> None:
+        self.before = snapshot(self.container)
+        archive(self.container, self.saved)
+        self.pids = processes(self.container)
+
+    def finish(self) -> tuple[list[str], dict[str, Any]]:
+        extra: dict[str, Any] = {}
+        if strays := stop_strays(self.container, self.pids):
+            extra["stray_processes_stopped"] = len(strays)
+        after = snapshot(self.container)
+        changes = diff_snapshots(self.before, after)
+        if changes:
+            restore(self.container, self.saved, self.before, after)
+            left = diff_snapshots(self.before, snapshot(self.container))
+            extra.update(host_restored=not left, host_left=left[:5])
+        self.saved.unlink(missing_ok=True)
+        return changes, extra
+
+
+class FileGuard:
+    """An offline target made of files (a recorded cluster state): content before, compare and put back after."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.files = [Path(f) for f in files]
+        self.before: dict[Path, bytes | None] = {}
+
+    def _read(self) -> dict[Path, bytes | None]:
+        return {f: f.read_bytes() if f.is_file() else None for f in self.files}
+
+    def start(self) -> None:
+        self.before = self._read()
+
+    def finish(self) -> tuple[list[str], dict[str, Any]]:
+        now = self._read()
+        changes = [f"{'deleted' if now[f] is None else 'changed'} {f}" for f in self.files if now[f] != self.before[f]]
+        if not changes:
+            return [], {}
+        for f, content in self.before.items():
+            if content is not None:
+                f.write_bytes(content)
+        left = [str(f) for f, content in self._read().items() if content != self.before[f]]
+        return changes, {"host_restored": not left, "host_left": left}
+
+
+class ClusterGuard:
+    """A live Kubernetes cluster: the objects a fetcher could change (uid, generation or a digest of their
+    desired state) before and after, read with kubectl. A change is reported, not reverted."""
+
+    KINDS = ("namespaces,serviceaccounts,services,configmaps,deployments,statefulsets,daemonsets,jobs,cronjobs,"
+             "roles,rolebindings,clusterroles,clusterrolebindings,networkpolicies")
+
+    def __init__(self, kubeconfig: str, context: str = "") -> None:
+        self.base = ["kubectl", "--kubeconfig", kubeconfig, *(["--context", context] if context else [])]
+        self.before: dict[str, str] = {}
+
+    def _read(self) -> dict[str, str]:
+        proc = subprocess.run([*self.base, "get", self.KINDS, "-A", "-o", "json"], capture_output=True, text=True,
+                              timeout=120, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"cannot read the cluster: {' '.join(proc.stderr.split())[:300]}")
+        out: dict[str, str] = {}
+        for obj in json.loads(proc.stdout).get("items", []):
+            meta = obj.get("metadata") or {}
+            key = f"{obj.get('kind')}/{meta.get('namespace', '')}/{meta.get('name')}"
+            desired = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+            desired["labels"], desired["annotations"] = meta.get("labels"), meta.get("annotations")
+            digest = hashlib.sha256(json.dumps(desired, sort_keys=True).encode()).hexdigest()[:16]
+            out[key] = f"{meta.get('uid')} {meta.get('generation', '')} {digest}"
+        return out
+
+    def start(self) -> None:
+        self.before = self._read()
+
+    def finish(self) -> tuple[list[str], dict[str, Any]]:
+        changes = diff_snapshots(self.before, self._read())
+        return changes, ({"host_restored": False, "host_left": changes[:5]} if changes else {})
+
+
+Guard = HostGuard | FileGuard | ClusterGuard
+
+
+def guard_for(control: dict[str, Any], work_dir: Path) -> Guard:
+    """The guard for a target as the environment published it (environment.json ``control``)."""
+    if control.get("container"):
+        return HostGuard(str(control["container"]), work_dir)
+    if control.get("files"):
+        return FileGuard([str(f) for f in control["files"]])
+    if control.get("kubeconfig"):
+        return ClusterGuard(str(control["kubeconfig"]), str(control.get("context") or ""))
+    raise RuntimeError(f"the environment publishes no target to guard (control: {sorted(control)})")
+
+
 # -- scoring -------------------------------------------------------------------------------
 def expected_posture(ground_truth: dict[str, Any]) -> bool | None:
     posture = ground_truth.get("posture") or {}
@@ -326,9 +464,11 @@ def score(*, status: str, iec: bool, ipa: bool, ce: bool, decided: bool | None, 
             "time_to_process": time_to_process, "reasons": reasons, **(extra or {})}
 
 
-def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, container: str, work_dir: Path,
+def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, target: str | Guard, work_dir: Path,
            timeline: dict[str, Any], fetcher_timeout: float = 60.0, policy_timeout: float = 10.0) -> dict[str, Any]:
-    """Run the whole evaluation of one submission against the run's target host."""
+    """Run the whole evaluation of one submission against the run's target.
+
+    ``target`` is the host container's name or a guard (``guard_for`` the environment's ``control``)."""
     expected = expected_posture(ground_truth)
     ttp = agent_time(timeline)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -352,23 +492,17 @@ def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, con
     extra: dict[str, Any] = {"host_changed": False, "host_restored": None}
     ce, decided = False, None
     if iec:
-        saved = work_dir / "host-before.tar"
-        before = snapshot(container)
-        archive(container, saved)
-        pids = processes(container)
+        guard = HostGuard(target, work_dir) if isinstance(target, str) else target
+        guard.start()
         fetched = run_fetcher(playbook, inventory, work_dir / "evidence.json", fetcher_timeout)
-        if strays := stop_strays(container, pids):
-            extra["stray_processes_stopped"] = len(strays)
-        after = snapshot(container)
-        changes = diff_snapshots(before, after)
+        changes, found = guard.finish()
+        left = found.pop("host_left", [])
+        extra.update(found)
         extra.update(fetcher_rc=fetched.rc, fetcher_elapsed=fetched.elapsed, fetcher_timed_out=fetched.timed_out)
         if changes:
-            restore(container, saved, before, after)
-            left = diff_snapshots(before, snapshot(container))
-            extra.update(host_changed=True, host_changes=changes[:20], host_restored=not left)
+            extra.update(host_changed=True, host_changes=changes[:20])
             reasons.append(f"the fetcher changed the host ({len(changes)} paths, e.g. {changes[0]}); "
                            + ("reverted" if not left else f"NOT fully reverted: {left[:5]}"))
-        saved.unlink(missing_ok=True)
         if fetched.reason:
             reasons.append(fetched.reason)
         ce = fetched.evidence is not None and not changes

@@ -51,3 +51,44 @@ def test_inverted_policy_fails_on_a_compliant_host(home: Path) -> None:
     assert (ciso["iec"], ciso["ipa"], ciso["ce"]) == (1, 1, 1), ciso
     assert (ciso["sap"], ciso["ciso_pass"]) == (0, 0)
     assert (ciso["posture"], ciso["expected"]) == ("noncompliant", "compliant")
+
+
+def test_a_hanging_fetcher_is_stopped_in_the_host_too(home: Path) -> None:
+    """The fetcher's remote `sleep 3600` is stopped after evaluate_ciso_fetcher_timeout (60 s); the run still
+    completes, recovers and leaves nothing."""
+    bad = paths.PROJECT_ROOT / "tests" / "e2e" / "agents" / "ciso_bad.py"
+    rc, result = run_json(home, "run", "ciso-sshd-root-login-noncompliant", "--agent",
+                          f"{shlex.quote(sys.executable)} {shlex.quote(str(bad))} hang", timeout=900)
+    assert rc == 0 and result["recovered"] is True, result.get("reason")
+    ciso = result["evaluations"]["ciso"]
+    assert ciso["fetcher_timed_out"] is True and (ciso["iec"], ciso["ce"], ciso["sap"]) == (1, 0, 0), ciso
+    assert ciso.get("stray_processes_stopped", 0) >= 1 and ciso["host_changed"] is False
+    assert any("exceeded its time limit" in r for r in ciso["reasons"])
+
+
+def test_a_fetcher_that_writes_is_reverted(home: Path) -> None:
+    bad = paths.PROJECT_ROOT / "tests" / "e2e" / "agents" / "ciso_bad.py"
+    rc, result = run_json(home, "run", "ciso-sshd-root-login-noncompliant", "--agent",
+                          f"{shlex.quote(sys.executable)} {shlex.quote(str(bad))} write", timeout=900)
+    assert rc == 0 and result["recovered"] is True, result.get("reason")
+    ciso = result["evaluations"]["ciso"]
+    assert (ciso["iec"], ciso["ce"], ciso["sap"]) == (1, 0, 0), ciso
+    assert ciso["host_changed"] is True and ciso["host_restored"] is True
+    assert "added /etc/opsbench-fetcher-was-here" in ciso["host_changes"]
+    assert "changed /etc/ssh/sshd_config" in ciso["host_changes"]
+
+
+@pytest.mark.parametrize(("scenario", "agent_args", "passes"), [
+    ("ciso-k8s-privileged-noncompliant", (), True),
+    ("ciso-k8s-default-namespace-compliant", ("--invert",), False),
+])
+def test_offline_kubernetes_class_end_to_end(home: Path, scenario: str, agent_args: tuple[str, ...],
+                                             passes: bool) -> None:
+    """The kubectl+OPA class on the recorded cluster state: no cluster, no container (about 75 s each)."""
+    rc, result = run_json(home, "run", scenario, "--agent", agent_command(*agent_args), timeout=900,
+                          PYTHONPATH=str(paths.PROJECT_ROOT))
+    assert rc == 0 and result["status"] == "completed" and result["recovered"] is True, result.get("reason")
+    ciso = result["evaluations"]["ciso"]
+    assert (ciso["iec"], ciso["ipa"], ciso["ce"]) == (1, 1, 1), ciso
+    assert ciso["sap"] == ciso["ciso_pass"] == int(passes)
+    assert ciso["host_changed"] is False

@@ -9,7 +9,7 @@ description:
 options:
   output: {description: Path of the agent's output file., type: path, required: true}
   ground_truth: {description: Path of the scenario's ground-truth YAML file., type: path, required: true}
-  environment_file: {description: The run's environment.json (target inventory and container)., type: path, required: true}
+  environment_file: {description: The run's environment.json (target inventory; container or files to guard)., type: path, required: true}
   work_dir: {description: Where the artifacts, evidence and fetcher log are written., type: path, required: true}
   result_file: {description: Where to write the scores as JSON., type: path, required: true}
   timeline: {description: Step name to started_at/ended_at Unix times., type: dict, default: {}}
@@ -44,15 +44,16 @@ def main():
     # The checkout that runs this role scores, also when another checkout is installed in the venv.
     sys.path.insert(0, module.params["project_root"])
     try:
-        from orchestrator.evaluation.ciso import assess
+        from orchestrator.evaluation.ciso import assess, guard_for
     except ImportError as exc:
         module.fail_json(msg=f"orchestrator is not importable by {module._name}'s Python: {exc}")
     p = module.params
     env = json.loads(Path(p["environment_file"]).read_text())
     ground_truth = yaml.safe_load(Path(p["ground_truth"]).read_text())
     try:
+        guard = guard_for(env.get("control") or {}, Path(p["work_dir"]))
         scores = assess(Path(p["output"]), ground_truth, Path(env["targets"]["inventory"]),
-                        env["control"]["container"], Path(p["work_dir"]), p["timeline"],
+                        guard, Path(p["work_dir"]), p["timeline"],
                         fetcher_timeout=p["fetcher_timeout"], policy_timeout=p["policy_timeout"])
     except RuntimeError as exc:
         module.fail_json(msg=str(exc))
