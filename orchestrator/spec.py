@@ -44,8 +44,11 @@ def read_yaml(path: Path) -> Any:
 
 
 def environment_role(application: str, backend: str = "local") -> str:
-    """The role that deploys ``application`` on ``backend``: env_<app>, or env_k8s_<app> on Kubernetes."""
-    return f"env_k8s_{application}" if backend == "kubernetes" else f"env_{application}"
+    """The role that deploys ``application`` on ``backend``: env_<app>; on Kubernetes env_k8s_<app> when the
+    application also has a local role (the shop), else env_<app> (applications that exist only on a cluster)."""
+    if backend == "kubernetes" and (paths.ROLES_DIR / f"env_k8s_{application}").is_dir():
+        return f"env_k8s_{application}"
+    return f"env_{application}"
 
 
 @dataclass(frozen=True)
