@@ -11,8 +11,9 @@ For ``diagnose``/``mitigate`` tasks (cost-alert incidents on the live shop, ITBe
 tables' diagnosis steps through the gateway: the CostOverBudget alerts, the autoscaler policy and its last loop
 (replicas, CPU utilisation), the budgets. A CPU target below ``SANE_TARGET`` percent is a misconfigured autoscaler:
 it puts the target back to ``DEFAULT_TARGET`` and removes the extra replicas the corrected rule does not need.
-Otherwise the replicas follow real load and the budget is stale: it sets the budget to the service's current hourly
-cost plus ``BUDGET_HEADROOM``.
+Otherwise the replicas follow real load and the budget is stale: it sets the budget to the cost of one replica more
+than now plus ``BUDGET_HEADROOM`` (an autoscaler at a steady load moves between neighbouring replica counts; a budget
+at today's count would fire again at the next scale-up).
 
 Run as ``python -m orchestrator.agents.finops`` with OPSBENCH_MANIFEST set (the default agent of FinOps scenarios).
 """
@@ -188,7 +189,8 @@ def cost_incident(tool: GatewayClient, kinds: set[str]) -> dict[str, Any]:
                 {"source": service, "target": "budgets", "condition": "the budget was set for the old load",
                  "effect": "hourly cost above the stale budget (CostOverBudget)"}]
             if "mitigate" in kinds and cost_now:
-                new = round(cost_now * (1 + BUDGET_HEADROOM), 6)
+                per_replica = cost_now / replicas if replicas else cost_now
+                new = round(per_replica * (max(replicas, 1) + 1) * (1 + BUDGET_HEADROOM), 6)
                 updated = tool("set_budget", service=service, hourly_usd=new)
                 actions.append({"action": "set_budget", "target": "budgets",
                                 "params": {"service": service, "hourly_usd": new}, "result": json.dumps(updated)[:300]})

@@ -19,7 +19,9 @@ from orchestrator.cli import main
 from orchestrator.runner import ansible_env
 
 BIN = Path(sys.executable).parent
-K8S_SCENARIOS = sorted(p.parent.name for p in paths.SPECS_DIR.glob("k8s-*/scenario.yaml"))
+K8S_SCENARIOS = sorted(p.parent.name for p in paths.SPECS_DIR.glob("*/scenario.yaml")
+                       if yaml.safe_load(p.read_text())["environment"]["backend"] == "kubernetes")
+"""Every scenario for the kubernetes backend (the shop's k8s-shop-* and the CISO Kyverno/OPA cluster classes)."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -52,7 +54,7 @@ def test_every_kubernetes_scenario_gets_a_workflow_per_cluster(exported: Path):
     play = _play(exported)
     names = [t["awx.awx.workflow_job_template"]["name"] for t in play["tasks"]
              if "awx.awx.workflow_job_template" in t]
-    assert len(K8S_SCENARIOS) >= 12
+    assert len([s for s in K8S_SCENARIOS if s.startswith("k8s-shop-")]) >= 12
     assert {f"opsbench {s} @ kind-a" for s in K8S_SCENARIOS} <= set(names)
     assert {n for n in names if n.endswith("@ kind-b")} == {f"opsbench {s} @ kind-b" for s in K8S_SCENARIOS[:2]}
     # Trials x scenario list per cluster, as in ITBench's experiments file.
@@ -103,7 +105,8 @@ def test_failure_always_reaches_removal_and_teardown(node):
 
 def test_nodes_carry_the_edges(exported: Path):
     play = _play(exported)
-    wf = next(t["awx.awx.workflow_job_template"] for t in play["tasks"] if "awx.awx.workflow_job_template" in t)
+    wf = next(t["awx.awx.workflow_job_template"] for t in play["tasks"] if "awx.awx.workflow_job_template" in t
+              and t["awx.awx.workflow_job_template"]["name"].startswith("opsbench k8s-shop-"))
     nodes = {n["identifier"]: n for n in wf["workflow_nodes"]}
     assert list(nodes) == [n for n, _, _ in STEPS]
     assert nodes["inject"]["related"] == {"success_nodes": [{"identifier": "manifestation"}],

@@ -282,7 +282,8 @@ def test_agent_updates_a_stale_budget_for_real_load() -> None:
     out = agent.cost_incident(tools, {"diagnose", "mitigate"})  # type: ignore[arg-type]
     assert [e["id"] for e in out["entities"] if e.get("root_cause")] == ["budgets"]
     budget = [args for name, args in tools.calls if name == "set_budget"]
-    assert budget == [{"service": "frontend", "hourly_usd": round(0.0221856 * 1.1, 6)}]
+    # 6 replicas cost 0.0221856 USD/h: the budget covers a 7th (the autoscaler's next step up) plus 10 %.
+    assert budget == [{"service": "frontend", "hourly_usd": round(0.0221856 / 6 * 7 * 1.1, 6)}]
     assert not any(name in ("scale", "set_autoscaler_policy") for name, _ in tools.calls)
 
 
