@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from .sql import DEFAULT_LIMIT, DEFAULT_TIMEOUT, MAX_LIMIT, QueryResult, SqlError, _json_value, lint
+from .sql import DEFAULT_LIMIT, DEFAULT_TIMEOUT, QueryResult, SqlError, _json_value, checked_query
 
 PG_TYPES = {"VARCHAR": "text", "TIMESTAMP": "timestamp", "DOUBLE": "double precision", "BIGINT": "bigint",
             "INTEGER": "integer", "DATE": "date", "BOOLEAN": "boolean"}
@@ -102,11 +102,7 @@ class PostgresBillingDatabase:
     def query(self, sql: str, limit: int = DEFAULT_LIMIT, offset: int = 0) -> QueryResult:
         import psycopg
 
-        if not 1 <= limit <= MAX_LIMIT:
-            raise SqlError("lint", f"limit must be between 1 and {MAX_LIMIT}")
-        if offset < 0:
-            raise SqlError("lint", "offset must be >= 0")
-        statement = lint(sql)
+        statement = checked_query(sql, limit, offset)
         with self._lock:
             started = dt.datetime.now()
             try:

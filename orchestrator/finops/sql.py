@@ -80,6 +80,15 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+def checked_query(sql: str, limit: int, offset: int) -> str:
+    """The linted statement of a paged query, after checking the page arguments (shared by every billing store)."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise SqlError("lint", f"limit must be between 1 and {MAX_LIMIT}")
+    if offset < 0:
+        raise SqlError("lint", "offset must be >= 0")
+    return lint(sql)
+
+
 @dataclass(frozen=True)
 class QueryResult:
     columns: list[str]
@@ -112,11 +121,7 @@ class BillingDatabase:
             self._con.close()
 
     def query(self, sql: str, limit: int = DEFAULT_LIMIT, offset: int = 0) -> QueryResult:
-        if not 1 <= limit <= MAX_LIMIT:
-            raise SqlError("lint", f"limit must be between 1 and {MAX_LIMIT}")
-        if offset < 0:
-            raise SqlError("lint", "offset must be >= 0")
-        statement = lint(sql)
+        statement = checked_query(sql, limit, offset)
         with self._lock:
             timer = threading.Timer(self.timeout, self._con.interrupt)
             started = dt.datetime.now()
