@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from orchestrator import sandbox
 
 
 @dataclass
@@ -17,6 +21,7 @@ class AgentResult:
     exit_code: int | None
     elapsed: float
     detail: str = ""
+    isolation: str = ""  # what kept the agent from the answers (orchestrator/sandbox.py), or why nothing did
 
 
 # The orchestrator's own credentials: an agent must not get them (the judge's key, the agent API's key, and the
@@ -50,6 +55,25 @@ def kill_group(pid: int, grace: float = 5.0) -> None:
             time.sleep(0.1)
 
 
+def agent_argv(command: str, agent_dir: Path, environ: Mapping[str, str],
+               secret_files: Iterable[Path] = ()) -> tuple[list[str], str, Path | None]:
+    """(argv, isolation, stash directory to remove afterwards) for ``command``, sandboxed as configured.
+    Raises ``sandbox.SandboxUnavailable`` when the sandbox is required and cannot run here."""
+    plain = ["/bin/sh", "-c", command]
+    how = sandbox.mode(environ)
+    if how == "off":
+        return plain, "none: OPSBENCH_AGENT_SANDBOX=off", None
+    reason = sandbox.unavailable_reason()
+    if reason:
+        if how == "require":
+            raise sandbox.SandboxUnavailable(f"the agent sandbox cannot run here: {reason} "
+                                             "(OPSBENCH_AGENT_SANDBOX=require)")
+        return plain, f"none: {reason}", None
+    plan = sandbox.plan(agent_dir, environ, secret_files)
+    stash = Path(tempfile.mkdtemp(prefix="opsbench-sandbox-"))
+    return sandbox.wrap(command, plan, stash, agent_dir / "workspace"), sandbox.describe(plan), stash
+
+
 def run_agent(
     command: str,
     agent_dir: Path,
@@ -57,18 +81,41 @@ def run_agent(
     budget_seconds: int,
     interrupted: Callable[[], bool],
     on_start: Callable[[int], None],
+    secret_files: Iterable[Path] = (),
 ) -> AgentResult:
-    """Run ``command`` through /bin/sh in ``agent_dir/workspace`` until it exits or the budget ends."""
+    """Run ``command`` through /bin/sh in ``agent_dir/workspace`` (in the sandbox: orchestrator/sandbox.py) until
+    it exits or the budget ends. ``secret_files``: files the agent must not read wherever they are."""
+    try:
+        argv, isolation, stash = agent_argv(command, agent_dir, os.environ, secret_files)
+    except (sandbox.SandboxUnavailable, ValueError) as exc:
+        return AgentResult("not_started", None, 0.0, str(exc), isolation="none")
+    try:
+        result = _supervise(argv, agent_dir, env, budget_seconds, interrupted, on_start)
+    finally:
+        if stash is not None:
+            shutil.rmtree(stash, ignore_errors=True)
+    result.isolation = isolation
+    return result
+
+
+def _supervise(
+    argv: list[str],
+    agent_dir: Path,
+    env: dict[str, str],
+    budget_seconds: int,
+    interrupted: Callable[[], bool],
+    on_start: Callable[[int], None],
+) -> AgentResult:
     stdout = (agent_dir / "stdout.log").open("wb")
     stderr = (agent_dir / "stderr.log").open("wb")
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", command], cwd=agent_dir / "workspace", env=agent_environ(os.environ, env),
+            argv, cwd=agent_dir / "workspace", env=agent_environ(os.environ, env),
             stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True,
         )
     except OSError as exc:
-        return AgentResult("not_started", None, 0.0, f"could not start /bin/sh: {exc}")
+        return AgentResult("not_started", None, 0.0, f"could not start {argv[0]}: {exc}")
     finally:
         stdout.close()
         stderr.close()
@@ -91,6 +138,8 @@ def run_agent(
     if code == 0:
         return AgentResult("exited", 0, elapsed)
     tail = (agent_dir / "stderr.log").read_text(errors="replace").strip().splitlines()[-3:]
+    if code == 125 and tail and tail[-1].startswith(sandbox.SETUP_FAILED):
+        return AgentResult("not_started", None, elapsed, f"the agent sandbox could not be set up: {' | '.join(tail)}")
     hint = " (command not found: check the --agent command)" if code == 127 else ""
     return AgentResult("crashed", code, elapsed,
                        f"agent exited with code {code}{hint}: {' | '.join(tail) or 'no stderr'}")

@@ -28,7 +28,7 @@ from orchestrator.agent_api import AgentAPI
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.evaluation.outputs import SCHEMAS
 from orchestrator.runner import EventHandler, StepResult, run_playbook, terminate_playbook
-from orchestrator.spec import Scenario
+from orchestrator.spec import Scenario, load_scenario
 
 FORWARD = ["deploy", "baseline", "inject", "manifestation", "handover", "agent", "collect", "evaluate"]
 CLEANUP = ["revoke", "remove", "recovery", "teardown"]
@@ -360,7 +360,7 @@ class Run:
         self.state["results"]["agent"] = {"status": result.status, "exit_code": result.exit_code,
                                           "elapsed": round(result.elapsed, 2), "detail": result.detail,
                                           "started_at": round(started_at, 3), "ended_at": round(time.time(), 3),
-                                          "budget": budget}
+                                          "budget": budget, "isolation": result.isolation}
         self._save()
         store.end_phase(self.id, seq, result.status, result.detail or None)
         self.progress.step_ended("agent", result.status, result.elapsed, result.detail)
@@ -381,7 +381,8 @@ class Run:
         self.remote.close()
         (agent_dir / "agent-api.jsonl").write_text(
             "".join(json.dumps(e) + "\n" for e in self.remote.state.events))
-        return AgentResult(status, 0 if status == "exited" else None, time.monotonic() - start, detail)
+        return AgentResult(status, 0 if status == "exited" else None, time.monotonic() - start, detail,
+                           isolation="remote: reaches the benchmark only through the agent API and the gateway")
 
     def _command_agent(self, agent_dir: Path, budget: int) -> AgentResult:
         def on_start(pid: int) -> None:
@@ -394,8 +395,19 @@ class Run:
              "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
              "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"),
              "OPSBENCH_RUN_ID": self.id},
-            budget, self._interrupted, on_start,
+            budget, self._interrupted, on_start, secret_files=self._scenario_files(),
         )
+
+    def _scenario_files(self) -> list[Path]:
+        """The run's scenario spec and ground truth (hidden from a command agent even outside the project)."""
+        spec = Path(self.state["spec_path"])
+        if not spec.is_file():
+            return []
+        try:
+            truth = load_scenario(spec).ground_truth_path
+        except Exception:  # a spec edited since the run began and now invalid: hide its usual neighbour
+            truth = spec.parent / "ground_truth.yaml"
+        return [spec, *([truth] if truth.is_file() else [])]
 
     # -- the whole run --------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
@@ -414,7 +426,10 @@ class Run:
                 status, reason = "interrupted", f"interrupted before {step}"
                 break
             if step == "agent":
-                self._agent(index, total)
+                agent = self._agent(index, total)
+                if agent.status == "not_started":  # ours, not the agent's: never scored as an agent failure
+                    status, reason = "error", f"agent not started: {agent.detail}"
+                    break
                 continue
             result = self._step(step, index, total)
             if result.status != "successful":
@@ -519,7 +534,11 @@ class Run:
 
     def pending_cleanup(self) -> list[str]:
         started, done = set(self.state["started"]), set(self.state["done"])
-        pending = [u for u in ("revoke", "remove") if UNDOES[u] in started and u not in done]
+        pending = [u for u in ("revoke", "remove") if UNDOES[u] in started and u not in done
+                   # Every fault lives in the environment (its containers, their network namespaces, its
+                   # namespace on a cluster): once teardown is done there is nothing left to remove, and the
+                   # teardown step forgot the saved fault state. The gateway and token are not in it: revoke stays.
+                   and not (u == "remove" and "teardown" in done)]
         # Recovery checks the environment after removal; once it is torn down there is nothing left to check.
         if ("remove" in pending or "remove" in done) and "recovery" not in started and "teardown" not in done:
             pending.append("recovery")
@@ -535,15 +554,24 @@ class Run:
             self.state.pop("agent_pid", None)
         pending = self.pending_cleanup()
         total = total or len(pending)
-        problems = []
+        problems: list[str] = []
+        retried: list[str] = []
         for offset, step in enumerate(pending):
             if step == "recovery" and self.state["results"].get("remove", {}).get("status") != "successful":
                 continue  # no point checking recovery when removal itself failed
             result = self._step(step, first_index + offset, total, cleanup=True)
+            if result.status == "timeout":
+                # The environment must still go back to baseline: retry at once, with at least the default limits
+                # (`_step` raises them for an undo step that timed out), before the next undo step needs it done.
+                retried.append(f"{step}: timed out; retried with the default limits")
+                result = self._step(step, first_index + offset, total, cleanup=True)
+                retried[-1] += f": {result.status}"
             if result.status != "successful":
                 problems.append(f"{step}: {result.status}: {'; '.join(result.failures)[:300]}")
         self.state["cleanup"] = "failed" if problems else "done"
         self.state["cleanup_problems"] = problems
+        if retried:
+            self.state["cleanup_retried"] = [*self.state.get("cleanup_retried", []), *retried]
         self._save()
         store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
 
@@ -566,6 +594,7 @@ class Run:
             **({"host": self.state["host"], "leftovers": self.state.get("leftovers")} if "host" in self.state else {}),
             **({"cleanup_interrupted": self.state["cleanup_interrupted"]} if "cleanup_interrupted" in self.state
                else {}),
+            **({"cleanup_retried": self.state["cleanup_retried"]} if "cleanup_retried" in self.state else {}),
         }
 
 

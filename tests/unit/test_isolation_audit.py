@@ -249,14 +249,75 @@ def cmd_read_ground_truth_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert not any(s in v for v in own.values() for s in ("scenario_specs", "ground_truth", "state/faults")), own
 
 
-def cmd_read_ground_truth_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """KNOWN GAP: a command agent runs as the orchestrator's user and can read the scenario specs."""
-    agent_dir = tmp_path / "agent"
+def _sandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> tuple[str, str]:
+    """Run `command` as a real command agent of a run under a state dir of its own; (workspace/seen.txt, stderr).
+    The run's agent directory is where the lifecycle puts it: inside the state dir the sandbox hides."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("OPSBENCH_HOME", str(home))
+    agent_dir = home / "runs" / "r1" / "agent"
     (agent_dir / "workspace").mkdir(parents=True)
+    result = run_agent(command, agent_dir, {}, 30, lambda: False, lambda pid: None)
+    assert result.status in ("exited", "crashed"), result
+    assert result.isolation.startswith("namespaces"), result.isolation
+    seen = agent_dir / "workspace" / "seen.txt"
+    return (seen.read_text() if seen.exists() else ""), (agent_dir / "stderr.log").read_text()
+
+
+def cmd_read_ground_truth_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The specs (ground truth), the fault roles, the git history and the docs are not in the agent's view."""
     gt = paths.SPECS_DIR / "loopweb-web-down" / "ground_truth.yaml"
-    run_agent(f"cat {gt} > seen.txt", agent_dir, {}, 30, lambda: False, lambda pid: None)
-    seen = (agent_dir / "workspace" / "seen.txt").read_text() if (agent_dir / "workspace" / "seen.txt").exists() else ""
-    assert "rootCause" not in seen, "a command agent read the ground truth"
+    assert "rootCause" in gt.read_text()  # the file is there, outside the sandbox
+    seen, err = _sandboxed(tmp_path, monkeypatch, f"cat {gt} {paths.ROLES_DIR}/fault_loopweb_stop/tasks/inject.yml "
+                           f"> seen.txt; git -C {paths.PROJECT_ROOT} log -p -1 -- scenario_specs >> seen.txt; "
+                           f"grep -rl --exclude-dir=.venv rootCause {paths.PROJECT_ROOT} >> seen.txt")  # .venv: libs
+    assert "rootCause" not in seen and "opsbench_item_name" not in seen, seen[:500]
+    assert "No such file or directory" in err, err
+
+
+def cmd_see_fault_parameters_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Saved fault state (this run's and another run's) and the gateway's files are under the hidden state dir."""
+    home = tmp_path / "home"
+    for where in ("runs/r1/state/faults/web.json", "runs/r0/state/faults/web.json", "runs/r1/gateway/config.json"):
+        (home / where).parent.mkdir(parents=True, exist_ok=True)
+        (home / where).write_text(MARKER)
+    seen, _ = _sandboxed(tmp_path, monkeypatch, f"cat {home}/runs/r1/state/faults/web.json "
+                         f"{home}/runs/r0/state/faults/web.json {home}/runs/r1/gateway/config.json > seen.txt; "
+                         f"grep -r {MARKER} {home} >> seen.txt")
+    assert MARKER not in seen, seen[:500]
+
+
+def cmd_act_on_machinery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway's (or any benchmark) process is invisible and out of reach, its trajectory log unwritable."""
+    home = tmp_path / "home"
+    log = home / "runs" / "r1" / "gateway" / "trajectory.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("")
+    stand_in = subprocess.Popen(["sleep", "60"])  # stands in for the gateway
+    try:
+        seen, _ = _sandboxed(tmp_path, monkeypatch, f"kill -9 {stand_in.pid}; echo forged >> {log}; "
+                             "ls /proc | grep -c '^[0-9]' > seen.txt")
+        assert stand_in.poll() is None, "the agent killed a benchmark process"
+        assert log.read_text() == "", "the agent wrote the gateway's trajectory"
+        assert int(seen) <= 4, f"the agent sees {seen} processes"  # its shell, ls, grep (and sh -c)
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+
+
+def cmd_orchestrator_secrets_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The orchestrator's key files and its processes' environment (/proc/<pid>/environ) are out of reach."""
+    key_file = tmp_path / "judge.key"
+    key_file.write_text("judge-file-secret-0123456789")
+    monkeypatch.setenv("OPSBENCH_JUDGE_API_KEY_FILE", str(key_file))
+    monkeypatch.setenv("OPSBENCH_JUDGE_API_KEY", "judge-env-secret-0123456789")
+    holder = subprocess.Popen(["sleep", "60"], env={"OPSBENCH_JUDGE_API_KEY": "judge-env-secret-0123456789"})
+    try:
+        seen, _ = _sandboxed(tmp_path, monkeypatch, f"cat {key_file} /proc/{holder.pid}/environ > seen.txt; "
+                             "cat /proc/*/environ >> seen.txt")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "judge-file-secret" not in seen and "judge-env-secret" not in seen, seen[:500]
 
 
 def cmd_exceed_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -356,6 +417,9 @@ for _way in ("rest", "mcp"):
     AUDIT[(CHECKS[5], _way)] = gw_exceed_budget
 AUDIT[(CHECKS[0], "command")] = cmd_read_ground_truth_env
 AUDIT[(CHECKS[0], "command (files)")] = cmd_read_ground_truth_files
+AUDIT[(CHECKS[1], "command (files)")] = cmd_see_fault_parameters_files
+AUDIT[(CHECKS[3], "command (files)")] = cmd_act_on_machinery
+AUDIT[(CHECKS[6], "command (files)")] = cmd_orchestrator_secrets_files
 AUDIT[(CHECKS[6], "command")] = cmd_orchestrator_secrets
 AUDIT[(CHECKS[5], "command")] = cmd_exceed_budget
 AUDIT[(CHECKS[0], "manifest")] = man_read_ground_truth
@@ -364,10 +428,9 @@ AUDIT[(CHECKS[2], "manifest")] = man_reach_observability
 AUDIT[(CHECKS[4], "agent_api")] = api_other_run_token
 AUDIT[(CHECKS[5], "agent_api")] = api_exceed_budget
 
-KNOWN_GAPS = {
-    (CHECKS[0], "command (files)"): "a command agent runs as the orchestrator's user: file permissions do not keep "
-                                    "it from reading scenario_specs/ (see docs/reliability.md)",
-}
+# Cells whose refusal is not enforced yet (strict xfails). Empty since the command agent sandbox
+# (orchestrator/sandbox.py) closed the last one: a command agent could read scenario_specs/.
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 RESULTS: dict[tuple[str, str], str] = {}
 
 
