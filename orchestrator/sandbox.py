@@ -5,7 +5,7 @@ specs (ground truth), the fault roles, other runs' state or the gateway's trajec
 
 - the project tree and the state directory are empty (a read-only tmpfs) except for what an agent needs: the
   ``orchestrator`` package (the baseline agents and the MCP client live there), the virtualenv when it is inside
-  the project, the agent's own directory (read-write) and the files its manifest names (token, kubeconfig: read-only);
+  the project, the agent's own directory (read-write) and the paths its manifest names (token, kubeconfig: read-only);
 - the files the orchestrator's own keys live in (``OPSBENCH_JUDGE_API_KEY_FILE`` ...), and the run's scenario and
   ground truth when the spec lives outside the project, are replaced by empty ones;
 - ``/proc`` shows only the agent's processes (no other process's environment or command line), and when the
@@ -116,6 +116,18 @@ def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
+def _paths_in(data: object) -> list[str]:
+    """Every absolute path the manifest names (token, kubeconfig, output schemas ...): the agent was given them.
+    The isolation audit checks that no manifest names a spec, ground truth or state path."""
+    if isinstance(data, str):
+        return [data] if data.startswith("/") and "\n" not in data else []
+    if isinstance(data, dict):
+        data = list(data.values())
+    if isinstance(data, list):
+        return [p for item in data for p in _paths_in(item)]
+    return []
+
+
 def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files: Iterable[Path] = ()) -> Plan:
     """The sandbox for the agent whose directory (workspace, manifest, output) is ``agent_dir``. ``secret_files``
     (the run's scenario and ground truth when they live outside the project) are masked wherever they are."""
@@ -127,10 +139,7 @@ def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files:
         keep.append((prefix, "ro"))
     keep.append((agent_dir.resolve(), "rw"))
     manifest = agent_dir / "manifest.json"
-    named: list[str] = []
-    if manifest.exists():
-        data = json.loads(manifest.read_text())
-        named = [data.get("token_file", ""), (data.get("kubernetes") or {}).get("kubeconfig", "")]
+    named = _paths_in(json.loads(manifest.read_text())) if manifest.exists() else []
     extra = [p for p in environ.get("OPSBENCH_AGENT_VISIBLE", "").split(":") if p]
     for name in filter(None, [*named, *extra]):
         path = Path(name).resolve()
