@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import promql_parser
@@ -95,6 +96,47 @@ def check_query(query: str, label_values: LabelValues) -> None:
             if INTERNAL_METRIC.match(name):
                 raise denied(f"query: {name} is a metric of the monitoring stack itself, not of the application",
                              field="query")
+
+
+@dataclass
+class Reach:
+    """How far back in time a query reads: ``lookback`` seconds before its evaluation time (range selectors,
+    subqueries and offsets, summed along each path), and the absolute ``@`` times it pins."""
+
+    lookback: float
+    pinned: list[float]
+
+
+def _seconds(delta: Any) -> float:
+    return float(delta.total_seconds()) if delta is not None else 0.0
+
+
+def _pinned(node: Any) -> list[float]:
+    at = getattr(node, "at", None)
+    if at is not None and at.type == promql_parser.AtModifierType.At and at.at is not None:
+        return [float(at.at.timestamp())]
+    return []
+
+
+def reach(query: str) -> Reach:
+    """The time reach of a query that `check_query` accepted. Not counted: the 5-minute staleness look-back of an
+    instant vector selector (with 2 s scrapes a live series always has a newer sample)."""
+
+    def walk(node: Any) -> Reach:
+        if isinstance(node, promql_parser.VectorSelector):
+            return Reach(_seconds(node.offset), _pinned(node))
+        if isinstance(node, promql_parser.MatrixSelector):
+            inner = walk(node.vector_selector)
+            return Reach(_seconds(node.range) + inner.lookback, inner.pinned)
+        if isinstance(node, promql_parser.SubqueryExpr):
+            inner = walk(node.expr)
+            return Reach(_seconds(node.range) + _seconds(node.offset) + inner.lookback, inner.pinned + _pinned(node))
+        children = [getattr(node, a) for a in ("expr", "param", "lhs", "rhs") if getattr(node, a, None) is not None]
+        children += list(getattr(node, "args", None) or [])
+        parts = [walk(c) for c in children if isinstance(c, promql_parser.Expr)]
+        return Reach(max((r.lookback for r in parts), default=0.0), [t for r in parts for t in r.pinned])
+
+    return walk(promql_parser.parse(query))
 
 
 def visible_series(metric: Mapping[str, Any]) -> bool:

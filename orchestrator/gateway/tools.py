@@ -23,7 +23,7 @@ from . import paging
 from .context import RunContext
 from .errors import ErrorCode, ToolError, invalid
 from .httpjson import get_json, post_json
-from .promql_scope import check_query, visible_series
+from .promql_scope import check_query, reach, visible_series
 from .times import DURATION_HELP, TIME_HELP, parse_duration, parse_time, to_ns
 
 Category = Literal["observe", "control"]
@@ -147,6 +147,7 @@ def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
             raise invalid("time", "give either `time` (instant query) or `start`/`end` (range query)")
         start = _not_before_window(ctx, "start", parse_time("start", args.start, now))
         end = _not_before_window(ctx, "end", parse_time("end", args.end, now) if args.end is not None else now)
+        start = _reach_within_window(ctx, args.query, start, end)
         if end <= start:
             raise invalid("end", "must be after start")
         step = parse_duration("step", args.step) if args.step is not None else max(1.0, (end - start) / DEFAULT_POINTS)
@@ -158,6 +159,7 @@ def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
         path = "/api/v1/query_range"
     else:
         at = _not_before_window(ctx, "time", parse_time("time", args.time, now) if args.time is not None else now)
+        _reach_within_window(ctx, args.query, at, at)
         params = {"query": args.query, "time": f"{at:.3f}"}
         path = "/api/v1/query"
     answer = get_json(prometheus, path, params, what="Prometheus", query_field="query")
@@ -220,6 +222,28 @@ def _not_before_window(ctx: RunContext, field: str, at: float) -> float:
         return floor
     raise invalid(field, f"before this run's window, which starts at {floor:.3f} (Unix time): earlier samples "
                   "belong to another run on this environment")
+
+
+def _reach_within_window(ctx: RunContext, query: str, start: float, end: float) -> float:
+    """The first evaluation time at which ``query`` reads nothing from before the run's visible window: a range
+    query's start is moved up to it; a query that cannot be evaluated at all inside the window (an instant query,
+    a range that ends too early, an ``@`` before the window) is refused, naming how far it reads back."""
+    floor = ctx.options.visible_since
+    if floor is None:
+        return start
+    span = reach(query)
+    if any(t < floor for t in span.pinned):
+        raise invalid("query", f"an `@` time before this run's window, which starts at {floor:.3f} (Unix time): "
+                      "earlier samples belong to another run on this environment")
+    earliest = floor + max(span.lookback, 0.0)
+    if start >= earliest:
+        return start
+    if start == end or end < earliest:
+        raise invalid("query", f"reads {span.lookback:g}s back (range selectors, subqueries and offsets), to before "
+                      f"this run's window, which starts {max(end - floor, 0):.0f}s before the query's "
+                      f"{'time' if start == end else 'end'}: earlier samples belong to another run on this "
+                      f"environment. Use shorter ranges (at most [{max(int(end - floor), 0)}s]) or a later time")
+    return earliest
 
 
 def search_logs(ctx: RunContext, args: SearchLogsArgs) -> ToolResult:

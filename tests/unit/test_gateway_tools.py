@@ -384,6 +384,20 @@ def test_visible_window_hides_an_earlier_runs_records(run_dir: Path, obs: FakeOb
     ok(gw, "query_metrics", query="up", start=floor - 600, end=floor + 60, step="10s")
     sent = [q for p, q in obs.requests if p.endswith("/query_range")]
     assert sent and float(sent[-1]["start"]) == pytest.approx(floor)
+    # A range selector, subquery or offset reaching back before the window: refused for an instant query, a
+    # range query's start moved up so that its first evaluation reads nothing older.
+    error = refused(gw, "query_metrics", {"query": "rate(up[5m])", "time": floor + 60}, "invalid")
+    assert error["field"] == "query" and "reads 300s back" in error["message"] and "[60s]" in error["message"]
+    refused(gw, "query_metrics", {"query": "max_over_time(up[1m:10s] offset 10s)", "time": floor + 60}, "invalid")
+    refused(gw, "query_metrics", {"query": f"up @ {floor - 1:.0f}"}, "invalid")
+    obs.requests.clear()
+    ok(gw, "query_metrics", query="rate(up[1m])", time=floor + 60)
+    ok(gw, "query_metrics", query="rate(up[5m])", start=floor, end=floor + 600, step="10s")
+    sent = [q for p, q in obs.requests if p.endswith("/query_range")]
+    assert float(sent[-1]["start"]) == pytest.approx(floor + 300)
+    refused(gw, "query_metrics", {"query": "rate(up[5m])", "start": floor, "end": floor + 200, "step": "10s"},
+            "invalid")
     unclamped = make_gateway(run_dir)
+    assert ok(unclamped, "query_metrics", query="rate(up[1h])", time=floor).ok
     assert ok(unclamped, "search_logs", service="checkout", limit=1000).result["total"] == 25
     assert ok(unclamped, "get_traces").result["total"] == 2
