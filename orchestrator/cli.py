@@ -381,12 +381,17 @@ def _print_summary(s: dict[str, Any]) -> None:
     if s["agent"]:
         click.echo(f"  agent: {s['agent'].get('status')} in {s['agent'].get('elapsed')}s"
                    + (f" ({s['agent']['detail']})" if s["agent"].get("detail") else ""))
+        isolation = str(s["agent"].get("isolation") or "")
+        if isolation:  # the full lists are in --json; a run without a sandbox is worth a glance
+            click.echo(f"  agent isolation: {isolation.split(';')[0]}")
     for name, scores in s["evaluations"].items():
         shown = {k: v for k, v in scores.items() if k not in ("predicted",)}
         click.echo(f"  {name}: {json.dumps(shown, sort_keys=True)}")
     click.echo(f"  cleanup: {s['cleanup']}" + (f", recovered: {s['recovered']}" if s["recovered"] is not None else ""))
     for p in s["cleanup_problems"]:
         click.echo(f"    ! {p}")
+    for r in s.get("cleanup_retried", []):
+        click.echo(f"    retried: {r}")
 
 
 @main.command()
