@@ -23,7 +23,7 @@ import pytest
 from orchestrator import paths
 from orchestrator.secrets_scan import scan_files, scan_sqlite
 
-from .conftest import OPSBENCH, assert_no_leftovers, cli_env, run_cli, run_json, run_state, scenario_copy
+from .conftest import OPSBENCH, assert_no_leftovers, cli_env, port_open, run_cli, run_json, run_state, scenario_copy
 
 pytestmark = [pytest.mark.e2e]
 SCENARIO = "loopweb-web-down"
@@ -35,11 +35,12 @@ AGENT = f"sleep 3; exec {sys.executable} -m orchestrator.agents.heuristic"
 
 def assert_baseline(home: Path, run_dir: Path) -> None:
     """The environment is gone and the host is as before: no process, port, file, token or fault state of the run
-    (assert_no_leftovers), no container, network or volume named for it, no iptables rule mentioning it."""
+    (assert_no_leftovers), no container, network, volume or podman secret named for it, no iptables rule
+    mentioning it."""
     assert_no_leftovers(run_dir)
     run_id = run_state(run_dir)["common"]["opsbench_run_id"]
     env = podman_env()
-    for what in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
+    for what in (["ps", "-a"], ["network", "ls"], ["volume", "ls"], ["secret", "ls"]):
         out = subprocess.run(["podman", *what, "--format", "{{.Name}}" if what[0] != "ps" else "{{.Names}}"],
                              capture_output=True, text=True, env=env, check=False).stdout
         assert run_id not in out, f"podman {what[0]} left behind: {out}"
@@ -100,6 +101,32 @@ def test_sigkill_in_every_phase_then_cleanup(home: Path, phase: str) -> None:
 
 
 @pytest.mark.reliability
+def test_sigkill_during_shop_agent_then_cleanup(home: Path) -> None:
+    """The same for the shop (about 20 containers, a network, a volume, podman secrets, a host-side exporter):
+    the orchestrator is SIGKILLed while the agent works, the fault (a stopped container) still injected; then
+    `opsbench cleanup` must remove all of it."""
+    proc, runs = start(home, "shop-cart-down")
+    run_dir = wait_for_phase(proc, runs, "agent", timeout=400)
+    run_id = run_state(run_dir)["common"]["opsbench_run_id"]
+    live = subprocess.run(["podman", "ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format",
+                           "{{.Names}}"], env=podman_env(), capture_output=True, text=True, check=False).stdout
+    assert len(live.split()) > 10, live  # the environment really was up when the orchestrator died
+    proc.kill()
+    proc.wait(timeout=10)
+    cleaned = run_cli(home, "cleanup", "--json", timeout=600)
+    assert cleaned.returncode == 0, cleaned.stderr[-3000:]
+    report = json.loads(cleaned.stdout)
+    assert [r["run_id"] for r in report] == [run_dir.name] and report[0]["cleanup"] == "done", report
+    assert_baseline(home, run_dir)
+    base = run_state(run_dir)["common"]["opsbench_port_base"]
+    assert not any(port_open(base + i) for i in range(4)), "a shop port (gateway, Prometheus, Alertmanager, " \
+        "container exporter) is still open"
+    assert not (run_dir / "secrets").exists(), "the shop's datastore passwords were not deleted"
+    assert shown(home, run_dir.name)["status"] == "interrupted"
+    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed any more
+
+
+@pytest.mark.reliability
 @pytest.mark.parametrize("phase", FORWARD)
 def test_ctrl_c_in_every_forward_phase(home: Path, phase: str) -> None:
     """SIGINT: the running step is cancelled and the owed undo steps run at once (undo steps ignore one Ctrl-C)."""
@@ -135,6 +162,7 @@ def test_step_timeout_in_every_phase(home: Path, tmp_path: Path, phase: str) -> 
         cleaned = run_cli(home, "cleanup", "--json")
         assert cleaned.returncode == 0, (cleaned.stdout, cleaned.stderr)
     assert_baseline(home, run_dir)
+    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed any more
 
 
 # -- 2. infrastructure faults of our own --------------------------------------------------------------------------
