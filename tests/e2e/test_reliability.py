@@ -240,9 +240,10 @@ def test_prometheus_restarted_mid_run(home: Path) -> None:
 
 @pytest.mark.reliability
 def test_podman_cannot_start_a_container(home: Path, tmp_path: Path) -> None:
-    """The shop's application image does not exist (no registry to pull from): podman fails to create the
-    containers. The run is `error` with the cause named (never an agent failure: no agent ran, nothing scored),
-    and teardown removes what the deploy had created."""
+    """The shop's application image does not exist (no registry to pull from), so podman could not create the
+    containers: the deploy role checks the images before it creates anything and names the missing one. The run
+    is `error` with the cause named (never an agent failure: no agent ran, nothing scored), and teardown still
+    runs and leaves nothing. (Podman itself failing, past that check: the next test.)"""
     spec_dir = scenario_copy(tmp_path, "shop-cart-down", lambda spec: spec["environment"].setdefault("args", {})
                              .__setitem__("shop_image", "localhost/opsbench-shop:does-not-exist"))
     rc, result = run_json(home, "run", str(spec_dir), timeout=900)
@@ -251,6 +252,29 @@ def test_podman_cannot_start_a_container(home: Path, tmp_path: Path) -> None:
     assert "agent" not in result["phases"] and result["evaluations"] == {}
     assert result["phases"]["teardown"]["status"] == "successful" and result["cleanup"] == "done"
     assert_baseline(home, Path(result["run_dir"]))
+
+
+
+@pytest.mark.reliability
+def test_podman_fails_to_start_containers(home: Path, tmp_path: Path) -> None:
+    """Past the deploy's image check, containers fail to start: the infrastructure image is replaced by the bare
+    base image, which exists but has none of nginx, Prometheus, Redis, PostgreSQL or the exporters. Podman creates
+    every container (the shop's own services run; the network, the volume and the podman secrets exist), but the
+    infrastructure containers' init cannot exec their command and they exit at once. The run is `error`, the
+    reason names the deploy and the containers that are not running with their last log line (never an agent
+    failure), and teardown removes everything the half-done deploy created. (A 20 s start timeout instead of 90 s
+    keeps the test short; the outcome does not depend on it.)"""
+    base_image = json.loads((paths.PROJECT_ROOT / ".opsbench" / "images.json").read_text())["opsbench-base"]
+    spec_dir = scenario_copy(tmp_path, "shop-cart-down", lambda spec: spec["environment"]
+                             .setdefault("args", {}).update(infra_image=base_image, start_timeout=20))
+    rc, result = run_json(home, "run", str(spec_dir), timeout=900)
+    assert rc == 4 and result["status"] == "error" and "deploy" in result["reason"], result
+    reason = result["reason"]
+    assert "Containers not running" in reason and "gateway-1: " in reason and "failed to exec" in reason, reason
+    assert "agent" not in result["phases"] and result["evaluations"] == {}, result
+    assert result["phases"]["teardown"]["status"] == "successful" and result["cleanup"] == "done", result
+    assert_baseline(home, Path(result["run_dir"]))
+    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed any more
 
 
 # -- 5. secrets after a campaign ----------------------------------------------------------------------------------
