@@ -23,7 +23,7 @@ import pytest
 from orchestrator import paths
 from orchestrator.secrets_scan import scan_files, scan_sqlite
 
-from .conftest import OPSBENCH, assert_no_leftovers, cli_env, run_cli, run_json, run_state, scenario_copy
+from .conftest import OPSBENCH, assert_no_leftovers, cli_env, port_open, run_cli, run_json, run_state, scenario_copy
 
 pytestmark = [pytest.mark.e2e]
 SCENARIO = "loopweb-web-down"
@@ -35,11 +35,12 @@ AGENT = f"sleep 3; exec {sys.executable} -m orchestrator.agents.heuristic"
 
 def assert_baseline(home: Path, run_dir: Path) -> None:
     """The environment is gone and the host is as before: no process, port, file, token or fault state of the run
-    (assert_no_leftovers), no container, network or volume named for it, no iptables rule mentioning it."""
+    (assert_no_leftovers), no container, network, volume or podman secret named for it, no iptables rule
+    mentioning it."""
     assert_no_leftovers(run_dir)
     run_id = run_state(run_dir)["common"]["opsbench_run_id"]
     env = podman_env()
-    for what in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
+    for what in (["ps", "-a"], ["network", "ls"], ["volume", "ls"], ["secret", "ls"]):
         out = subprocess.run(["podman", *what, "--format", "{{.Name}}" if what[0] != "ps" else "{{.Names}}"],
                              capture_output=True, text=True, env=env, check=False).stdout
         assert run_id not in out, f"podman {what[0]} left behind: {out}"
@@ -100,6 +101,32 @@ def test_sigkill_in_every_phase_then_cleanup(home: Path, phase: str) -> None:
 
 
 @pytest.mark.reliability
+def test_sigkill_during_shop_agent_then_cleanup(home: Path) -> None:
+    """The same for the shop (about 20 containers, a network, a volume, podman secrets, a host-side exporter):
+    the orchestrator is SIGKILLed while the agent works, the fault (a stopped container) still injected; then
+    `opsbench cleanup` must remove all of it."""
+    proc, runs = start(home, "shop-cart-down")
+    run_dir = wait_for_phase(proc, runs, "agent", timeout=400)
+    run_id = run_state(run_dir)["common"]["opsbench_run_id"]
+    live = subprocess.run(["podman", "ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format",
+                           "{{.Names}}"], env=podman_env(), capture_output=True, text=True, check=False).stdout
+    assert len(live.split()) > 10, live  # the environment really was up when the orchestrator died
+    proc.kill()
+    proc.wait(timeout=10)
+    cleaned = run_cli(home, "cleanup", "--json", timeout=600)
+    assert cleaned.returncode == 0, cleaned.stderr[-3000:]
+    report = json.loads(cleaned.stdout)
+    assert [r["run_id"] for r in report] == [run_dir.name] and report[0]["cleanup"] == "done", report
+    assert_baseline(home, run_dir)
+    base = run_state(run_dir)["common"]["opsbench_port_base"]
+    assert not any(port_open(base + i) for i in range(4)), "a shop port (gateway, Prometheus, Alertmanager, " \
+        "container exporter) is still open"
+    assert not (run_dir / "secrets").exists(), "the shop's datastore passwords were not deleted"
+    assert shown(home, run_dir.name)["status"] == "interrupted"
+    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed any more
+
+
+@pytest.mark.reliability
 @pytest.mark.parametrize("phase", FORWARD)
 def test_ctrl_c_in_every_forward_phase(home: Path, phase: str) -> None:
     """SIGINT: the running step is cancelled and the owed undo steps run at once (undo steps ignore one Ctrl-C)."""
@@ -130,6 +157,7 @@ def test_step_timeout_in_every_phase(home: Path, tmp_path: Path, phase: str) -> 
         assert f"{phase}: timed out; retried with the default limits: successful" in result["cleanup_retried"], result
     assert result["cleanup"] == "done" and json.loads(run_cli(home, "cleanup", "--json").stdout) == [], result
     assert_baseline(home, run_dir)
+    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed any more
 
 
 # -- 2. infrastructure faults of our own --------------------------------------------------------------------------
@@ -189,8 +217,10 @@ def podman_env() -> dict[str, str]:
 @pytest.mark.reliability
 def test_prometheus_restarted_mid_run(home: Path) -> None:
     """The shop's Prometheus container is restarted while the agent works (its TSDB is in the container: the
-    history is lost). The run goes on: the agent's queries see a gap, evaluation and clean-up complete, and the
-    environment returns to baseline. What the agent scores is its own answer; the run is never left half-done."""
+    history is lost). The run goes on: whatever the agent's metric queries saw (a gap, or none if it asked only
+    for alerts and topology, as the heuristic agent does), evaluation completes, the recovery checks pass against
+    the restarted Prometheus, and the environment returns to baseline. What the agent scores is its own answer;
+    the run is never left half-done."""
     proc, runs = start(home, "shop-cart-down")
     run_dir = wait_for_phase(proc, runs, "agent", timeout=400)
     run_id = run_state(run_dir)["common"]["opsbench_run_id"]
@@ -207,9 +237,10 @@ def test_prometheus_restarted_mid_run(home: Path) -> None:
 
 @pytest.mark.reliability
 def test_podman_cannot_start_a_container(home: Path, tmp_path: Path) -> None:
-    """The shop's application image does not exist (no registry to pull from): podman fails to create the
-    containers. The run is `error` with the cause named (never an agent failure: no agent ran, nothing scored),
-    and teardown removes what the deploy had created."""
+    """The shop's application image does not exist (no registry to pull from), so podman could not create the
+    containers: the deploy role checks the images before it creates anything and names the missing one. The run
+    is `error` with the cause named (never an agent failure: no agent ran, nothing scored), and teardown still
+    runs and leaves nothing. (Podman itself failing, past that check: the next test.)"""
     spec_dir = scenario_copy(tmp_path, "shop-cart-down", lambda spec: spec["environment"].setdefault("args", {})
                              .__setitem__("shop_image", "localhost/opsbench-shop:does-not-exist"))
     rc, result = run_json(home, "run", str(spec_dir), timeout=900)
@@ -218,6 +249,29 @@ def test_podman_cannot_start_a_container(home: Path, tmp_path: Path) -> None:
     assert "agent" not in result["phases"] and result["evaluations"] == {}
     assert result["phases"]["teardown"]["status"] == "successful" and result["cleanup"] == "done"
     assert_baseline(home, Path(result["run_dir"]))
+
+
+
+@pytest.mark.reliability
+def test_podman_fails_to_start_containers(home: Path, tmp_path: Path) -> None:
+    """Past the deploy's image check, containers fail to start: the infrastructure image is replaced by the bare
+    base image, which exists but has none of nginx, Prometheus, Redis, PostgreSQL or the exporters. Podman creates
+    every container (the shop's own services run; the network, the volume and the podman secrets exist), but the
+    infrastructure containers' init cannot exec their command and they exit at once. The run is `error`, the
+    reason names the deploy and the containers that are not running with their last log line (never an agent
+    failure), and teardown removes everything the half-done deploy created. (A 20 s start timeout instead of 90 s
+    keeps the test short; the outcome does not depend on it.)"""
+    base_image = json.loads((paths.PROJECT_ROOT / ".opsbench" / "images.json").read_text())["opsbench-base"]
+    spec_dir = scenario_copy(tmp_path, "shop-cart-down", lambda spec: spec["environment"]
+                             .setdefault("args", {}).update(infra_image=base_image, start_timeout=20))
+    rc, result = run_json(home, "run", str(spec_dir), timeout=900)
+    assert rc == 4 and result["status"] == "error" and "deploy" in result["reason"], result
+    reason = result["reason"]
+    assert "Containers not running" in reason and "gateway-1: " in reason and "failed to exec" in reason, reason
+    assert "agent" not in result["phases"] and result["evaluations"] == {}, result
+    assert result["phases"]["teardown"]["status"] == "successful" and result["cleanup"] == "done", result
+    assert_baseline(home, Path(result["run_dir"]))
+    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed any more
 
 
 # -- 5. secrets after a campaign ----------------------------------------------------------------------------------
