@@ -567,7 +567,8 @@ class Run:
                 result = self._step(step, first_index + offset, total, cleanup=True)
                 retried[-1] += f": {result.status}"
             if result.status != "successful":
-                problems.append(f"{step}: {result.status}: {'; '.join(result.failures)[:300]}")
+                problems.append(f"{step}: {result.status}" + (f": {'; '.join(result.failures)[:300]}"
+                                                              if result.failures else ""))
         self.state["cleanup"] = "failed" if problems else "done"
         self.state["cleanup_problems"] = problems
         if retried:

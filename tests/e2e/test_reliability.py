@@ -157,7 +157,6 @@ def test_step_timeout_in_every_phase(home: Path, tmp_path: Path, phase: str) -> 
         assert f"{phase}: timed out; retried with the default limits: successful" in result["cleanup_retried"], result
     assert result["cleanup"] == "done" and json.loads(run_cli(home, "cleanup", "--json").stdout) == [], result
     assert_baseline(home, run_dir)
-    assert json.loads(run_cli(home, "cleanup", "--json").stdout) == []  # nothing owed any more
 
 
 # -- 2. infrastructure faults of our own --------------------------------------------------------------------------
