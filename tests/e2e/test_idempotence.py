@@ -9,10 +9,11 @@ the `playbook_on_stats` recap of that invocation, and a failure names the tasks 
 Which tests `make test` runs and which are under `make reliability` (the split is by cost on the 2-core dev machine;
 each playbook run costs 2.5-5 s through ansible-runner, so it is the number of steps and the environment that count):
 - in `make test`: loopweb (nginx + Python on loopback, 2 faults; about 3 min); ciso_k8s_snapshot (the environment is
-  files, 4 workloads of fault_ciso_k8s_workload; about 1.5 min); ciso_host with each of the 8 fault_cis_* roles
-  once, with the first argument set its scenarios give it (one container; about 3 min); finops_data, whose
+  files, 4 workloads of fault_ciso_k8s_workload; 54 s); ciso_host with each of the 8 fault_cis_* roles
+  once, with the first argument set its scenarios give it (one container; 129 s); finops_data, whose
   scenarios have no faults, deployed twice and torn down twice per store (the file store and the PostgreSQL store:
-  different tasks; about 1.5 min).
+  different tasks; 43 s). Measured 20:08-20:11 UTC on the 2-core dev machine, other helpers' tests
+  running.
 - under `make reliability`: ciso_host with all 18 argument sets (every module, file, sshd option, login.defs key);
   shop_finops (the shop plus the FinOps autoscaler: env_shop_finops's deploy runs finops_autoscaler's start, its
   teardown the stop; fault_autoscaler_policy and fault_load_flood); the shop (every fault role of the 33 shop

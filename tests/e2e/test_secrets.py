@@ -1,16 +1,19 @@
-"""The shop's generated datastore passwords never leave `<run dir>/secrets/` (issue 11, item 5), live.
+"""Generated datastore passwords never leave `<run dir>/secrets/` (issue 11, item 5), live.
 
-A campaign of two shop scenarios whose faults handle those passwords (a client recreated with a wrong Redis password;
-connections opened against PostgreSQL with its password) on one deployment. While the environment is up the test
-reads what the deploy generated for the run (`secrets_scan.run_secrets`: the Redis and PostgreSQL passwords and the
-agent's token; teardown deletes them). The agent describes every service through the gateway (the tool that shows
-container environments, where the passwords are set) and prints the answers to its log, then runs the baseline
-agent. After the campaign, no file under OPSBENCH_HOME (runner artifacts with their job events and `command` files,
-step logs, the agent's logs, collected telemetry, evaluation) outside the agent's own workspace, and no row of the
-SQLite index, holds any of those values, nor a private key or kubeconfig credential.
+While the environment is up, the test keeps reading what the deploy generated for the run
+(`secrets_scan.run_secrets`: every file under `<run dir>/secrets/`, which teardown deletes): the agent's token and
+- for the shop, the Redis and PostgreSQL passwords, in a campaign of two shop scenarios whose faults handle them (a
+  client recreated with a wrong Redis password; a runaway client connecting to PostgreSQL with its password) on one
+  deployment. The agent describes every service through the gateway (the tool that shows container environments,
+  where the passwords are set), prints the answers to its log, then runs the baseline agent;
+- for the FinOps PostgreSQL store, the billing owner's and reader's passwords, in one run with the domain's baseline
+  agent.
+After the run(s), no file under OPSBENCH_HOME (runner artifacts with their job events and `command` files, step
+logs, the agent's logs, collected telemetry, evaluation) and no row of the SQLite index holds any of those values,
+nor a private key or kubeconfig credential. Nothing is skipped: the agents here keep no secret in their workspace.
 
-Marked `reliability` (with `e2e`): a shop deployment plus two trials takes about 6-7 min on the 2-core dev machine,
-over `make test`'s budget; `make reliability` runs it.
+Budgets: the FinOps case is in `make test` (e2e, about 1 min); the shop case, a shop deployment plus two trials
+(about 3.5 min on the 2-core dev machine), is marked `reliability` too: `make reliability` runs it.
 """
 
 from __future__ import annotations
@@ -28,16 +31,13 @@ from orchestrator.secrets_scan import run_secrets, scan_files, scan_sqlite
 
 from .conftest import OPSBENCH, cli_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
-SCENARIOS = ["shop-cart-redis-wrong-password", "shop-postgres-connections-exhausted"]
+pytestmark = [pytest.mark.e2e]
 NOSY_AGENT = """\
 import json, os, pathlib, subprocess, sys
 sys.path.insert(0, {root!r})
 from orchestrator.agents.heuristic import GatewayClient, ToolError
 m = json.load(open(os.environ['OPSBENCH_MANIFEST']))
-token = pathlib.Path(m['token_file']).read_text().strip()
-pathlib.Path('token.txt').write_text(token)
-call = GatewayClient(m['tools']['url'], token)
+call = GatewayClient(m['tools']['url'], pathlib.Path(m['token_file']).read_text().strip())
 for svc in call('list_services')['services']:
     try:
         print(json.dumps(call('describe_service', service=svc['service'])))
@@ -52,41 +52,51 @@ def collect_secrets(runs: Path, found: dict[str, str], stop: threading.Event) ->
     while not stop.is_set():
         for run_dir in runs.glob("*") if runs.is_dir() else []:
             found.update(run_secrets(run_dir))
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
-def test_shop_passwords_stay_secret(home: Path, tmp_path: Path) -> None:
-    agent = tmp_path / "nosy_agent.py"
-    agent.write_text(NOSY_AGENT.format(root=str(paths.PROJECT_ROOT)))
+def campaign_and_scan(home: Path, scenarios: list[str], agent: list[str], generated: set[str]
+                      ) -> tuple[dict[str, object], list[str]]:
+    """Run the campaign while collecting the secrets; (scan report, findings)."""
     found: dict[str, str] = {}
     stop = threading.Event()
     watcher = threading.Thread(target=collect_secrets, args=(home / "runs", found, stop), daemon=True)
     watcher.start()
     try:
-        proc = subprocess.run([*OPSBENCH, "campaign", *SCENARIOS, "--name", "shop-secrets", "--agent",
-                               f"{sys.executable} {agent}", "--json", "--quiet"], env=cli_env(home),
-                              cwd=paths.PROJECT_ROOT, capture_output=True, text=True, timeout=1500, check=False)
+        proc = subprocess.run([*OPSBENCH, "campaign", *scenarios, "--name", "secrets", *agent, "--json", "--quiet"],
+                              env=cli_env(home), cwd=paths.PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=1500, check=False)
     finally:
         stop.set()
         watcher.join(5)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
     names = {key.rsplit("/", 1)[1] for key in found}
-    assert {"redis_password", "postgres_password"} <= names, sorted(found)  # the deploy generated them
-    assert all(len(v) >= 20 for k, v in found.items() if k.endswith("_password")), "passwords too short to scan"
-    assert not list(home.rglob("secrets/*_password")), "teardown left the passwords behind"
+    assert generated | {"agent_token"} <= names, sorted(found)  # the deploy generated them, the test saw them
+    assert all(len(v) >= 20 for v in found.values()), "secrets too short to scan for"
+    assert not list(home.rglob("secrets/*")), "teardown left secrets behind"
+    files, findings = scan_files([home], found)
+    rows, db_findings = scan_sqlite(home / "opsbench.db", found)
+    report: dict[str, object] = {"secrets": sorted(found), "files": files, "rows": rows}
+    assert files > 50 and rows > 5, report  # the runner artifacts and the phase rows were among them
+    return report, [f"{f.where}: {f.what}" for f in findings + db_findings]
 
-    # The agent did ask for the environments the passwords are set in (so a leak there would have been seen).
-    logs = "".join(p.read_text(errors="replace") for p in home.rglob("agent/*") if p.is_file())
+
+@pytest.mark.reliability
+def test_shop_passwords_stay_secret(home: Path, tmp_path: Path) -> None:
+    agent = tmp_path / "nosy_agent.py"
+    agent.write_text(NOSY_AGENT.format(root=str(paths.PROJECT_ROOT)))
+    report, findings = campaign_and_scan(
+        home, ["shop-cart-redis-wrong-password", "shop-postgres-connections-exhausted"],
+        ["--agent", f"{sys.executable} {agent}"], {"redis_password", "postgres_password"})
+    print(f"shop secrets scan: {report}, findings: {findings}")
+    # The agent did see the container environments the passwords are set in (so a leak there would have shown).
+    logs = "".join(p.read_text(errors="replace") for p in home.rglob("agent/stdout.log"))
     assert '"REDIS_PASSWORD": "[redacted]"' in logs, "the agent never saw a container environment"
+    assert findings == [], findings
 
-    workspaces = [p.parent for p in home.rglob("workspace/token.txt")]
-    assert workspaces, "the agent kept no token"
-    tokens = {f"token of {p.parts[-4]}": p.read_text().strip() for p in home.rglob("workspace/token.txt")}
-    secrets = {**found, **tokens}
-    files, findings = scan_files([home], secrets, skip=workspaces)
-    rows, db_findings = scan_sqlite(home / "opsbench.db", secrets)
-    report = {"secrets": len(secrets), "files": files, "rows": rows,
-              "findings": [f"{f.where}: {f.what}" for f in findings + db_findings]}
-    print(f"shop secrets scan: {report}")
-    assert files > 100 and rows > 10, report
-    assert findings == [] and db_findings == [], report
+
+def test_finops_postgres_passwords_stay_secret(home: Path) -> None:
+    report, findings = campaign_and_scan(home, ["finops-top-applications-postgres"], [],
+                                         {"billing_owner", "billing_reader"})
+    print(f"finops postgres secrets scan: {report}, findings: {findings}")
+    assert findings == [], findings
