@@ -63,7 +63,7 @@ def campaign_and_scan(home: Path, scenarios: list[str], agent: list[str], genera
     watcher = threading.Thread(target=collect_secrets, args=(home / "runs", found, stop), daemon=True)
     watcher.start()
     try:
-        proc = subprocess.run([*OPSBENCH, "campaign", *scenarios, "--name", "secrets", *agent, "--json", "--quiet"],
+        proc = subprocess.run([*OPSBENCH, "campaign", *scenarios, "--name", "scan", *agent, "--json", "--quiet"],
                               env=cli_env(home), cwd=paths.PROJECT_ROOT, capture_output=True, text=True,
                               timeout=1500, check=False)
     finally:
@@ -73,7 +73,7 @@ def campaign_and_scan(home: Path, scenarios: list[str], agent: list[str], genera
     names = {key.rsplit("/", 1)[1] for key in found}
     assert generated | {"agent_token"} <= names, sorted(found)  # the deploy generated them, the test saw them
     assert all(len(v) >= 20 for v in found.values()), "secrets too short to scan for"
-    assert not list(home.rglob("secrets/*")), "teardown left secrets behind"
+    assert not list((home / "runs").rglob("secrets/*")), "teardown left secrets behind"
     files, findings = scan_files([home], found)
     rows, db_findings = scan_sqlite(home / "opsbench.db", found)
     report: dict[str, object] = {"secrets": sorted(found), "files": files, "rows": rows}
