@@ -18,7 +18,7 @@ each playbook run costs 2.5-5 s through ansible-runner, so it is the number of s
   244 s);
   shop_finops (the shop plus the FinOps autoscaler: env_shop_finops's deploy runs finops_autoscaler's start, its
   teardown the stop; fault_autoscaler_policy and fault_load_flood; 103-122 s); the shop (every fault role of the 33
-  shop scenarios on one environment, 62 steps; 830 s before the fixes, measured 19:44-19:58 UTC).
+  shop scenarios on one environment, 62 steps; 675 s at 20:44-20:55 UTC).
 OPSBENCH_IDEMPOTENCE_SCENARIOS=id,id,... restricts the faults to those scenarios' (to re-check a fix quickly).
 Kubernetes scenarios (k8s-shop-*, ciso-k8s-kyverno/opa-*) need a cluster and are left out here.
 """
