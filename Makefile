@@ -52,8 +52,10 @@ test:
 # Interruptions at every phase, own infrastructure faults, idempotence of the roles (live, est. 50-60 min); then the fast
 # reliability checks that `make test` also runs (fuzzing, isolation audit, secrets scanner). See docs/reliability.md.
 reliability:
-	@$(BIN)/pytest -m reliability tests/e2e/test_reliability.py tests/e2e/test_idempotence.py $(PYTEST_ARGS)
+	@$(BIN)/pytest -m reliability tests/e2e/test_reliability.py tests/e2e/test_idempotence.py tests/e2e/test_secrets.py \
+	  $(PYTEST_ARGS)
 	@$(BIN)/pytest -s tests/unit/test_fuzz_specs.py tests/unit/test_fuzz_outputs.py tests/unit/test_fuzz_gateway_api.py \
+	  tests/unit/test_fuzz_mcp.py \
 	  tests/unit/test_fuzz_agent_api.py tests/unit/test_isolation_audit.py tests/unit/test_secrets_scan.py $(PYTEST_ARGS)
 
 test-unit:

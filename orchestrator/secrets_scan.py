@@ -67,3 +67,19 @@ def scan_sqlite(db: Path, secrets: Mapping[str, str]) -> tuple[int, list[Finding
                                    for v in row[1:]).encode()
                 findings += _scan_bytes(data, f"{db.name}:{table}#{row[0]}", secrets)
     return rows, findings
+
+
+def run_secrets(run_dir: Path) -> dict[str, str]:
+    """The secrets a deployment generated for its run, by name: every file under `<run dir>/secrets/` (the agent's
+    token, the shop's Redis and PostgreSQL passwords). Teardown deletes them, so read them while the environment is
+    up and scan for them after."""
+    found: dict[str, str] = {}
+    secrets_dir = run_dir / "secrets"
+    for file in sorted(secrets_dir.iterdir()) if secrets_dir.is_dir() else []:
+        try:
+            value = file.read_text().strip() if file.is_file() else ""
+        except (OSError, UnicodeDecodeError):
+            continue
+        if value:
+            found[f"{run_dir.name}/secrets/{file.name}"] = value
+    return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from orchestrator.secrets_scan import scan_files, scan_sqlite
+from orchestrator.secrets_scan import run_secrets, scan_files, scan_sqlite
 
 SECRETS = {"agent token": "tok-0123456789abcdef0123456789", "redis password": "R3d1sPassw0rdValue123456"}
 
@@ -36,3 +36,14 @@ def test_sqlite_rows(tmp_path: Path) -> None:
     assert rows == 3
     assert {(f.where, f.what) for f in findings} == {("opsbench.db:runs#2", "agent token"),
                                                      ("opsbench.db:runs#3", "redis password")}
+
+
+def test_run_secrets_reads_every_generated_secret(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r1"
+    (run_dir / "secrets").mkdir(parents=True)
+    (run_dir / "secrets" / "redis_password").write_text(SECRETS["redis password"] + "\n")
+    (run_dir / "secrets" / "postgres_password").write_text("Pg0123456789abcdefPg0123")
+    (run_dir / "secrets" / "empty").write_text("")
+    assert run_secrets(run_dir) == {"r1/secrets/redis_password": SECRETS["redis password"],
+                                    "r1/secrets/postgres_password": "Pg0123456789abcdefPg0123"}
+    assert run_secrets(tmp_path / "gone") == {}  # after teardown: nothing to read

@@ -1,5 +1,6 @@
 #!/bin/sh
 # The CIS baseline of the CISO target host. `sh harden.sh` applies it (idempotent);
+# `sh harden.sh` prints `harden: changed` when a file it manages differs afterwards (content, mode, owner);
 # `sh harden.sh audit` prints one `drift: ...` line per control that does not hold and exits 1
 # when there is any (the environment's pristine check). Runs inside the container.
 set -u
@@ -13,7 +14,17 @@ say() { echo "drift: $*"; drift=1; }
 
 sshd_value() { awk -v k="$1" 'tolower($1) == tolower(k) { print $2; exit }' "$SSHD"; }
 
+# Content, mode and owner of every path the baseline manages (for `harden: changed`).
+fingerprint() {
+  for f in $SSHD /etc/passwd /etc/group /etc/shadow /etc/gshadow /etc/crontab /etc/login.defs \
+           /etc/modprobe.d/cis.conf /etc/cron.allow /etc/cron.deny /etc/sudoers.d/cis-logging /tmp /var/tmp; do
+    stat -c '%n %f %u %g' "$f" 2>/dev/null || echo "$f absent"
+    [ -f "$f" ] && md5sum "$f"
+  done
+}
+
 if [ "$MODE" = apply ]; then
+  before=$(fingerprint)
   for kv in $SSHD_OPTS; do
     k=${kv%%=*}; v=${kv#*=}
     sed -i "/^[[:space:]]*$k[[:space:]]/Id" "$SSHD"
@@ -31,6 +42,7 @@ if [ "$MODE" = apply ]; then
   rm -f /etc/cron.deny
   echo 'Defaults logfile="/var/log/sudo.log"' > /etc/sudoers.d/cis-logging; chmod 440 /etc/sudoers.d/cis-logging
   chmod +t /tmp /var/tmp
+  [ "$before" = "$(fingerprint)" ] || echo "harden: changed"
   exit 0
 fi
 

@@ -100,7 +100,9 @@ def main():
         if state == "recreated":
             if before is None or (before["overrides"] or {}) != want:
                 start_error = recreate(name, cspec, common, want)
-                changed = True
+                # Missing before and still missing (its overrides cannot start, e.g. an image that does not
+                # exist, injected a second time): nothing changed.
+                changed = not (before is None and start_error is not None and inspect(name) is None)
         elif state == "restored":
             if before is None or before["overrides"]:
                 start_error = recreate(name, cspec, common, {})
