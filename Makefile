@@ -56,7 +56,8 @@ reliability:
 	  $(PYTEST_ARGS)
 	@$(BIN)/pytest -s tests/unit/test_fuzz_specs.py tests/unit/test_fuzz_outputs.py tests/unit/test_fuzz_gateway_api.py \
 	  tests/unit/test_fuzz_mcp.py \
-	  tests/unit/test_fuzz_agent_api.py tests/unit/test_isolation_audit.py tests/unit/test_secrets_scan.py $(PYTEST_ARGS)
+	  tests/unit/test_fuzz_agent_api.py tests/unit/test_isolation_audit.py tests/unit/test_sandbox.py \
+	  tests/unit/test_secrets_scan.py $(PYTEST_ARGS)
 
 test-unit:
 	@$(BIN)/pytest tests/unit $(PYTEST_ARGS)
