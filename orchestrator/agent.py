@@ -69,7 +69,7 @@ def agent_argv(command: str, agent_dir: Path, environ: Mapping[str, str],
             raise sandbox.SandboxUnavailable(f"the agent sandbox cannot run here: {reason} "
                                              "(OPSBENCH_AGENT_SANDBOX=require)")
         return plain, f"none: {reason}", None
-    plan = sandbox.plan(agent_dir, environ, secret_files)
+    plan = sandbox.plan(agent_dir, environ, secret_files, command)
     stash = Path(tempfile.mkdtemp(prefix="opsbench-sandbox-"))
     return sandbox.wrap(command, plan, stash, agent_dir / "workspace"), sandbox.describe(plan), stash
 
@@ -95,6 +95,9 @@ def run_agent(
         if stash is not None:
             shutil.rmtree(stash, ignore_errors=True)
     result.isolation = isolation
+    if result.status == "crashed" and stash is not None and "No such file or directory" in result.detail:
+        result.detail += (" (the agent sandbox hides the project tree and the state directory but for the agent's "
+                          "own files: OPSBENCH_AGENT_VISIBLE=path:path shows more, see docs/agents.md)")
     return result
 
 

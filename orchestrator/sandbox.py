@@ -5,7 +5,8 @@ specs (ground truth), the fault roles, other runs' state or the gateway's trajec
 
 - the project tree and the state directory are empty (a read-only tmpfs) except for what an agent needs: the
   ``orchestrator`` package (the baseline agents and the MCP client live there), the virtualenv when it is inside
-  the project, the agent's own directory (read-write) and the paths its manifest names (token, kubeconfig: read-only);
+  the project, the agent's own directory (read-write), the paths its manifest names (token, kubeconfig) and the
+  program its command runs (``python3 /project/agents/mine.py``), read-only;
 - the files the orchestrator's own keys live in (``OPSBENCH_JUDGE_API_KEY_FILE`` ...), and the run's scenario and
   ground truth when the spec lives outside the project, are replaced by empty ones;
 - ``/proc`` shows only the agent's processes (no other process's environment or command line), and when the
@@ -25,6 +26,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -77,6 +80,7 @@ exec unshare --user --mount --map-user="$uid" --map-group="$gid" -- /bin/sh -c "
 
 
 SETUP_FAILED = "opsbench-sandbox: setup failed"
+INTERPRETER = re.compile(r"^(?:python[0-9.]*|bash|sh|dash|node|ruby|perl)$")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -128,9 +132,33 @@ def _paths_in(data: object) -> list[str]:
     return []
 
 
-def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files: Iterable[Path] = ()) -> Plan:
-    """The sandbox for the agent whose directory (workspace, manifest, output) is ``agent_dir``. ``secret_files``
-    (the run's scenario and ground truth when they live outside the project) are masked wherever they are."""
+def program_path(command: str) -> str | None:
+    """The file the agent's command runs, when named by an absolute path: ``/x/agent.sh ...``, or the script of an
+    interpreter (``python3 /x/agent.py``). Whoever wrote the command (the operator, not the agent) chose to run it,
+    so the sandbox shows it (read-only) even inside the project; files the command merely mentions stay hidden."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: /bin/sh will say so
+        return None
+    while words and "=" in words[0] and not words[0].startswith(("/", "=")):
+        words = words[1:]  # VAR=value prefixes
+    if not words:
+        return None
+    if INTERPRETER.match(Path(words[0]).name):
+        for word in words[1:]:
+            if word in ("-m", "-c"):
+                return None  # a module (found on sys.path) or inline code
+            if not word.startswith("-"):
+                return word if word.startswith("/") else None
+        return None
+    return words[0] if words[0].startswith("/") else None
+
+
+def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files: Iterable[Path] = (),
+         command: str = "") -> Plan:
+    """The sandbox for the agent whose directory (workspace, manifest, output) is ``agent_dir`` and whose command is
+    ``command``. ``secret_files`` (the run's scenario and ground truth when they live outside the project) are
+    masked wherever they are, even when the command names them."""
     hide = sorted({paths.PROJECT_ROOT.resolve(), paths.state_dir().resolve()})
     hide = [h for h in hide if not any(other in h.parents for other in hide)]  # a state dir inside the project
     keep: list[tuple[Path, str]] = [(paths.PROJECT_ROOT.resolve() / "orchestrator", "ro")]
@@ -141,13 +169,15 @@ def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files:
     manifest = agent_dir / "manifest.json"
     named = _paths_in(json.loads(manifest.read_text())) if manifest.exists() else []
     extra = [p for p in environ.get("OPSBENCH_AGENT_VISIBLE", "").split(":") if p]
-    for name in filter(None, [*named, *extra]):
+    for name in filter(None, [*named, program_path(command), *extra]):
         path = Path(name).resolve()
         if path.exists() and _inside(path, hide) and not any(path == k or k in path.parents for k, _ in keep):
             keep.append((path, "ro"))
     mask = [Path(environ[v]).resolve() for v in KEY_FILE_VARIABLES if environ.get(v)]
     mask += [Path(f).resolve() for f in secret_files]
-    return Plan(hide, keep, [m for m in mask if m.is_file() and not _inside(m, hide)])
+    keep = [(k, how) for k, how in keep if k not in mask]
+    kept_dirs = [k for k, _ in keep]
+    return Plan(hide, keep, [m for m in mask if m.is_file() and (not _inside(m, hide) or _inside(m, kept_dirs))])
 
 
 def wrap(command: str, sandbox: Plan, stash: Path, workdir: Path) -> list[str]:

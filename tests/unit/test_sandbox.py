@@ -119,3 +119,26 @@ def test_a_scenario_outside_the_project_is_masked(agent_dir: Path, tmp_path: Pat
                              secret_files=[spec_dir / "scenario.yaml", spec_dir / "ground_truth.yaml"])
     assert result.status == "exited", result
     assert (agent_dir / "workspace" / "seen.txt").read_text() == ""
+
+
+def test_the_program_the_command_runs_is_visible_and_nothing_else_it_names(agent_dir: Path) -> None:
+    """`python3 /project/tests/e2e/agents/x.py`: the operator chose to run that file, so the agent sees it
+    (read-only); files the command merely mentions stay hidden, and a spec file is never unmasked."""
+    script = paths.PROJECT_ROOT / "tests" / "e2e" / "agents" / "ciso_bad.py"
+    truth = paths.SPECS_DIR / "loopweb-web-down" / "ground_truth.yaml"
+    assert sandbox.program_path(f"python3 -u {script} hang") == str(script)
+    assert sandbox.program_path(f"cat {truth}") is None and sandbox.program_path("python3 -m mod") is None
+    plan = sandbox.plan(agent_dir, {}, [truth], f"python3 {script} --spec={truth} hang")
+    assert (script, "ro") in plan.keep and all(k != truth for k, _ in plan.keep)
+    assert all(k != truth for k, _ in sandbox.plan(agent_dir, {}, [truth], f"python3 {truth}").keep)
+    reader = agent_dir.parent / "reader.sh"
+    reader.write_text(f"head -c 100 {script} > seen.txt; cat {truth} {paths.PROJECT_ROOT}/README.md >> seen.txt\n")
+    result = run(agent_dir, f"sh {reader}")  # the script itself is under the hidden state dir: shown as the program
+    seen = (agent_dir / "workspace" / "seen.txt").read_text()
+    assert result.status == "crashed" and seen == "", (result, seen)  # `script` is not the program here
+    assert "rootCause" not in seen and "# OpsBench" not in seen
+
+
+def test_a_missing_file_says_what_the_sandbox_hides(agent_dir: Path) -> None:
+    result = run(agent_dir, f"cat {paths.PROJECT_ROOT}/pyproject.toml")
+    assert result.status == "crashed" and "OPSBENCH_AGENT_VISIBLE" in result.detail, result.detail
