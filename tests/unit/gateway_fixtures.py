@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import uvicorn
 import yaml
 
 from orchestrator import paths
 from orchestrator.gateway import FakeControl, Gateway, GatewayOptions, load_context
+from orchestrator.gateway.rest import create_app
 from orchestrator.spec import load_schema
 
 TOKEN = "tok3nS3cretValue0123456789abcdef"
@@ -216,3 +220,18 @@ def trajectory(run_dir: Path) -> list[dict[str, Any]]:
     for record in records:
         validator.validate(record)
     return records
+
+
+def serve_gateway(gateway: Gateway) -> tuple[uvicorn.Server, threading.Thread, str]:
+    """The gateway's app served for real (uvicorn in a thread, a free loopback port), for MCP and HTTP clients:
+    (server, thread, base URL). Stop with ``server.should_exit = True`` and ``thread.join()``."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(gateway), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "gateway did not start"
+        time.sleep(0.02)
+    return server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}"

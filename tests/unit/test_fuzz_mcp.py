@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import tempfile
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,13 +29,11 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir, trajectory
+from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir, serve_gateway, trajectory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.gateway.dispatch import Gateway
-from orchestrator.gateway.rest import create_app
 from orchestrator.gateway.tools import BY_NAME
 
 CASES = int(os.environ.get("OPSBENCH_MCP_FUZZ_CASES", "600"))
@@ -53,16 +48,8 @@ class Served:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.gateway: Gateway = make_gateway(run_dir)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(self.gateway), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "gateway did not start"
-            time.sleep(0.02)
+        self.server, self.thread, base = serve_gateway(self.gateway)
+        self.url = f"{base}/mcp"
         self.http = httpx.Client(headers=HEADERS, timeout=30)
 
     def post(self, body: Any) -> httpx.Response:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +10,9 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-import uvicorn
-from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir, trajectory
+from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir, serve_gateway, trajectory
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-
-from orchestrator.gateway.rest import create_app
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -26,17 +20,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 class Served:
     def __init__(self, run_dir: Path, **options: Any) -> None:
         self.run_dir = run_dir
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(make_gateway(run_dir, **options)),
-                                                    log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "gateway did not start"
-            time.sleep(0.02)
+        self.server, self.thread, self.url = serve_gateway(make_gateway(run_dir, **options))
 
     def stop(self) -> None:
         self.server.should_exit = True

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -33,10 +30,9 @@ from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
 import yaml
 from fastapi.testclient import TestClient
-from gateway_fixtures import TOKEN, Clock, FakeObservability, make_gateway, make_run_dir, trajectory
+from gateway_fixtures import TOKEN, Clock, FakeObservability, make_gateway, make_run_dir, serve_gateway, trajectory
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -83,16 +79,7 @@ class Mcp:
     name = "mcp"
 
     def __init__(self, run_dir: Path, **options: Any) -> None:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(make_gateway(run_dir, **options)), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "gateway did not start"
-            time.sleep(0.02)
+        self.server, self.thread, self.url = serve_gateway(make_gateway(run_dir, **options))
 
     async def _call(self, tool: str, args: dict[str, Any], token: str) -> Answer:
         async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
