@@ -15,7 +15,7 @@ import tarfile
 import tempfile
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal, cast
 
 from .format import INDEX, SnapshotError, SnapshotInfo, verify
 
@@ -49,11 +49,7 @@ def export(snapshot_dir: Path, archive: Path, compression: Compression | None = 
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        if kind == "xz":
-            tar = tarfile.open(tmp, "w:xz", preset=preset)
-        else:
-            tar = tarfile.open(tmp, "w:gz", compresslevel=preset)
-        with tar:
+        with _writer(tmp, kind, preset) as tar:
             for rel in [INDEX, *sorted(info.files)]:
                 tar.add(info.path / rel, arcname=str(top / rel), recursive=False, filter=neutral)
         os.replace(tmp, archive)
@@ -61,6 +57,12 @@ def export(snapshot_dir: Path, archive: Path, compression: Compression | None = 
         tmp.unlink(missing_ok=True)
         raise
     return archive
+
+
+def _writer(path: Path, kind: Compression, level: int) -> tarfile.TarFile:
+    if kind == "xz":
+        return tarfile.open(path, "w:xz", preset=cast(Any, level))
+    return tarfile.open(path, "w:gz", compresslevel=level)
 
 
 def _safe_name(archive: Path, member: tarfile.TarInfo) -> PurePosixPath:

@@ -183,6 +183,11 @@ def _parse_version(text: str) -> tuple[int, int, int] | None:
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
+def _series(version: tuple[int, int, int]) -> tuple[int, ...]:
+    """The release series: the major version, and the minor one too while the major version is 0."""
+    return version[:2] if version[0] == 0 else version[:1]
+
+
 def compatible_recorder(recorded: str, current: str | None = None) -> str | None:
     """None when a snapshot recorded by OpsBench `recorded` may be replayed by `current` (default: this one);
     else why not (the rule is in the module docstring)."""
@@ -191,8 +196,7 @@ def compatible_recorder(recorded: str, current: str | None = None) -> str | None
     if rec is None:
         return f"recorded by OpsBench {recorded!r}, not a version number"
     assert cur is not None, current
-    series = (lambda v: v[:2] if v[0] == 0 else v[:1])
-    if series(rec) != series(cur):
+    if _series(rec) != _series(cur):
         return (f"recorded by OpsBench {recorded}, another release series than this OpsBench {current}: "
                 "record it again with this version")
     if rec > cur:
