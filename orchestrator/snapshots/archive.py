@@ -1,4 +1,4 @@
-"""One file per snapshot, to share: a tar archive (xz by default) holding the snapshot directory under its id.
+"""One file per snapshot, to share: a tar archive (gzip by default) holding the snapshot directory under its id.
 
 Import never trusts the archive: only regular files and directories below one top-level directory are accepted
 (no absolute paths, no `..`, no links, no devices), it extracts into a temporary directory beside the destination,
@@ -20,8 +20,10 @@ from typing import Any, Literal, cast
 from .format import INDEX, SnapshotError, SnapshotInfo, verify
 
 Compression = Literal["xz", "gz"]
-DEFAULT_COMPRESSION: Compression = "xz"
-"""Measured on a shop snapshot (docs/snapshots.md): see the report of the snapshot branch for figures."""
+DEFAULT_COMPRESSION: Compression = "gz"
+"""gzip level 6. Measured on a shop-cart-down snapshot of 9.3 MB (2 busy cores): gzip-6 0.94 MB in 0.9 s,
+xz-1 0.84 MB in 1.5 s, xz-6 0.61 MB in 9.8 s; import and verify take 0.4-0.7 s for each. Every choice is far
+below the 5 MB target, so the fastest to write and most widely readable wins; xz stays available by suffix."""
 SUFFIXES: dict[str, Compression] = {".tar.xz": "xz", ".txz": "xz", ".tar.gz": "gz", ".tgz": "gz"}
 
 
@@ -33,7 +35,7 @@ def _compression_of(archive: Path) -> Compression | None:
 def export(snapshot_dir: Path, archive: Path, compression: Compression | None = None, *, preset: int = 6,
            check_scenario: bool = True) -> Path:
     """Verify `snapshot_dir`, then write it to `archive` (compression from the suffix, else `compression`, else
-    xz) with its files in sorted order and neutral owners, written to a temporary file and renamed at the end."""
+    gzip) with its files in sorted order and neutral owners, written to a temporary file and renamed at the end."""
     info = verify(snapshot_dir, check_scenario=check_scenario)
     archive = Path(archive)
     kind = _compression_of(archive) or compression or DEFAULT_COMPRESSION

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ from .frozen_prometheus import rewrite_without
 MANIFEST_KEEP = ("manifest_version", "tasks", "alerts", "budget", "observability", "topology")
 """Manifest fields a replay can hand out unchanged; everything else is per trial (run handle, deadline, token,
 gateway URLs, output paths) or names the live environment (endpoints, targets, kubeconfig)."""
+
+DESCRIBE_WORKERS = 4
 
 
 def machinery_matchers() -> list[str]:
@@ -80,7 +83,8 @@ def _all_pages(ctx: RunContext, tool: str, args: dict[str, Any]) -> Iterator[Any
             return
 
 
-def _jsonl_records(files: Iterable[Path]) -> Iterator[tuple[Path, dict[str, Any]]]:
+def _jsonl_records(files: Iterable[Path]) -> Iterator[tuple[Path, str, dict[str, Any]]]:
+    """(file, line as written, parsed record) of every JSON object line of `files`."""
     for file in files:
         with file.open(errors="replace") as fh:
             for line in fh:
@@ -89,7 +93,7 @@ def _jsonl_records(files: Iterable[Path]) -> Iterator[tuple[Path, dict[str, Any]
                 except ValueError:
                     continue  # a partial last line or garbage: the store ignores it too
                 if isinstance(record, dict):
-                    yield file, record
+                    yield file, line.rstrip("\n"), record
 
 
 def _service(record: dict[str, Any]) -> str:
@@ -100,17 +104,18 @@ def _service(record: dict[str, Any]) -> str:
 def copy_telemetry(source: Path, dest: Path, kind: str, time_key: str, since_ns: int, until_ns: int,
                    hidden: Iterable[str]) -> int:
     """Copy the records of `kind` (logs/traces) in [since_ns, until_ns) whose service is not hidden, one output
-    file per input file (files left empty are not written). Returns how many records were kept."""
+    file per input file (files left empty are not written), each line byte for byte as recorded. Returns how many
+    records were kept."""
     hidden_set = set(hidden)
     kept: dict[str, list[str]] = {}
     files = sorted(p for p in (source / kind).glob("*.jsonl") if p.is_file())
-    for file, record in _jsonl_records(files):
+    for file, line, record in _jsonl_records(files):
         at = record.get(time_key)
         if not isinstance(at, int) or isinstance(at, bool) or not since_ns <= at < until_ns:
             continue
         if _service(record) in hidden_set:
             continue
-        kept.setdefault(file.name, []).append(json.dumps(record, separators=(",", ":"), sort_keys=True))
+        kept.setdefault(file.name, []).append(line)
     for name, lines in kept.items():
         (dest / kind).mkdir(parents=True, exist_ok=True)
         (dest / kind / name).write_text("\n".join(lines) + "\n")
@@ -126,7 +131,7 @@ def _earliest(telemetry: Path | None, tsdb: Path | None) -> float | None:
                 found.append(int(json.loads(meta.read_text())["minTime"]) / 1000)
     if telemetry is not None:
         for kind, key in (("logs", "timeUnixNano"), ("traces", "startTimeUnixNano")):
-            for _file, record in _jsonl_records(sorted((telemetry / kind).glob("*.jsonl"))):
+            for _file, _line, record in _jsonl_records(sorted((telemetry / kind).glob("*.jsonl"))):
                 at = record.get(key)
                 if isinstance(at, int) and not isinstance(at, bool):
                     found.append(at / 1e9)
@@ -199,13 +204,17 @@ def _services(ctx: RunContext) -> dict[str, Any] | None:
         if exc.code == "not_supported":
             return None
         raise
-    described: dict[str, Any] = {}
-    for service in ctx.scope.services:
+
+    def describe(service: str) -> Any:
         try:
-            described[service] = BY_NAME["describe_service"].run(ctx, ServiceArgs(service=service)).result
+            return BY_NAME["describe_service"].run(ctx, ServiceArgs(service=service)).result
         except ToolError as exc:
-            described[service] = {"error": {"code": exc.code, "message": str(exc)}}
-    return {"list_services": listing, "describe_service": described}
+            return {"error": {"code": exc.code, "message": str(exc)}}
+
+    # Each answer costs podman calls; the gateway serves concurrent calls too, so a few at once are safe.
+    with ThreadPoolExecutor(max_workers=DESCRIBE_WORKERS) as pool:
+        answers = list(pool.map(describe, ctx.scope.services))
+    return {"list_services": listing, "describe_service": dict(zip(ctx.scope.services, answers, strict=True))}
 
 
 def _write(path: Path, doc: Any) -> None:
@@ -220,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", required=True, help="scenario id (recorded, never read)")
     parser.add_argument("--spec-version", type=int, required=True)
     parser.add_argument("--tsdb", type=Path, default=None, help="the raw TSDB snapshot copied out of Prometheus")
+    parser.add_argument("--remove-tsdb", action="store_true", help="delete --tsdb afterwards, whatever happens")
     parser.add_argument("--frozen-now", type=float, default=None, help="Unix time of handover (default: now)")
     parser.add_argument("--window-start", type=float, default=None,
                         help="start of the evidence window (default: --since, else the oldest evidence)")
@@ -234,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException:
         shutil.rmtree(args.out, ignore_errors=True)
         raise
+    finally:
+        if args.remove_tsdb and args.tsdb is not None:
+            shutil.rmtree(args.tsdb, ignore_errors=True)
     json.dump({"snapshot_id": info.snapshot_id, "path": str(info.path), "families": list(info.families),
                "files": len(info.files), "bytes": sum(int(f["size"]) for f in info.files.values())}, sys.stdout)
     sys.stdout.write("\n")
