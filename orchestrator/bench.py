@@ -56,8 +56,8 @@ CYCLE = (("inject", "inject.yml"), ("manifestation", "check.yml"), ("remove", "r
 
 
 def _cycle_vars(common: dict[str, Any], work: Path) -> dict[str, dict[str, Any]]:
+    from orchestrator.catalog import find_scenario
     from orchestrator.lifecycle import scenario_vars
-    from orchestrator.spec import find_scenario
 
     v = scenario_vars(find_scenario(OVERHEAD_SCENARIO), str(common["opsbench_run_id"]), work / "run")
     return {"inject": {**common, "opsbench_faults": v["faults"]},

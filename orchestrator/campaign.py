@@ -23,10 +23,11 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
+from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
 from orchestrator.lifecycle import Interrupts, Progress, Run
 from orchestrator.results import DECIDERS
-from orchestrator.spec import Scenario, find_scenario
+from orchestrator.spec import Scenario
 from orchestrator.verify import _prefixed, environment_key
 
 FINAL = ("completed", "invalid")

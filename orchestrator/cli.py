@@ -96,7 +96,7 @@ def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, remote_
     """Run SCENARIO (an id or a path) end to end: deploy, inject, agent, evaluate, clean up."""
     from orchestrator.lifecycle import Progress, Run
     from orchestrator.progress import TerminalProgress
-    from orchestrator.spec import find_scenario
+    from orchestrator.catalog import find_scenario
 
     scn = find_scenario(scenario)
     if backend is not None and backend != scn.backend:
@@ -154,7 +154,7 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
     import yaml
 
     from orchestrator.evaluation import score_diagnosis
-    from orchestrator.spec import read_yaml
+    from orchestrator.yamlfile import read_yaml
     from orchestrator.validate import load_topology, schema_problems
 
     truth = read_yaml(gt_path)
@@ -242,7 +242,8 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
     the repeats, time to alert and to recover (median and range, seconds) and leftovers."""
     from orchestrator.lifecycle import Progress
     from orchestrator.progress import TerminalProgress
-    from orchestrator.spec import find_scenario, load_scenario, spec_files
+    from orchestrator.catalog import find_scenario
+    from orchestrator.spec import load_scenario, spec_files
     from orchestrator.verify import render_table, summarize, verify
 
     if scenarios:
@@ -356,7 +357,7 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
     from orchestrator.bench_lifecycle import render
     from orchestrator.lifecycle import Progress
     from orchestrator.progress import TerminalProgress
-    from orchestrator.spec import find_scenario
+    from orchestrator.catalog import find_scenario
 
     try:
         ks = sorted({int(k) for k in levels.split(",") if k.strip()})
@@ -691,7 +692,8 @@ def awx_export(output: Path, scenarios: tuple[str, ...], clusters: tuple[str, ..
                scm_url: str, scm_branch: str) -> None:
     """Write a playbook (awx.awx collection) that creates the AWX objects and, with --tags all,launch, a campaign."""
     from orchestrator.awx import ClusterSpec, export_playbook
-    from orchestrator.spec import find_scenario, load_scenario, spec_files
+    from orchestrator.catalog import find_scenario
+    from orchestrator.spec import load_scenario, spec_files
 
     if scenarios:
         scns = [find_scenario(s) for s in scenarios]
