@@ -94,9 +94,9 @@ def list_(as_json: bool) -> None:
 def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, remote_port: int | None,
         backend: str | None, as_json: bool, quiet: bool) -> None:
     """Run SCENARIO (an id or a path) end to end: deploy, inject, agent, evaluate, clean up."""
+    from orchestrator.catalog import find_scenario
     from orchestrator.lifecycle import Progress, Run
     from orchestrator.progress import TerminalProgress
-    from orchestrator.catalog import find_scenario
 
     scn = find_scenario(scenario)
     if backend is not None and backend != scn.backend:
@@ -154,8 +154,8 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
     import yaml
 
     from orchestrator.evaluation import score_diagnosis
-    from orchestrator.yamlfile import read_yaml
     from orchestrator.validate import load_topology, schema_problems
+    from orchestrator.yamlfile import read_yaml
 
     truth = read_yaml(gt_path)
     problems = schema_problems(gt_path, truth, "ground_truth")
@@ -240,11 +240,11 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
 
     Scenarios on the same environment share one deployment. Prints per scenario: pass/fail over
     the repeats, time to alert and to recover (median and range, seconds) and leftovers."""
+    from orchestrator.catalog import find_scenario
+    from orchestrator.harness.verify import render_table, summarize, verify
     from orchestrator.lifecycle import Progress
     from orchestrator.progress import TerminalProgress
-    from orchestrator.catalog import find_scenario
     from orchestrator.spec import load_scenario, spec_files
-    from orchestrator.verify import render_table, summarize, verify
 
     if scenarios:
         chosen = [find_scenario(s) for s in scenarios]
@@ -297,7 +297,7 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
     Trials of scenarios on the same environment reuse one deployment (faults removed and the
     baseline re-checked between trials). Each trial is an ordinary run: `opsbench results` and
     `opsbench leaderboard` count it."""
-    from orchestrator.campaign import Campaign, load_campaign_file, resolve, run_campaign, summarize
+    from orchestrator.harness.campaign import Campaign, load_campaign_file, resolve, run_campaign, summarize
     from orchestrator.lifecycle import Progress
     from orchestrator.progress import TerminalProgress
 
@@ -353,11 +353,11 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
     Default scenarios: loopweb-web-down and shop-cart-down. See docs/performance.md."""
-    from orchestrator.bench_lifecycle import bench as run_bench
-    from orchestrator.bench_lifecycle import render
+    from orchestrator.catalog import find_scenario
+    from orchestrator.harness.bench_lifecycle import bench as run_bench
+    from orchestrator.harness.bench_lifecycle import render
     from orchestrator.lifecycle import Progress
     from orchestrator.progress import TerminalProgress
-    from orchestrator.catalog import find_scenario
 
     try:
         ks = sorted({int(k) for k in levels.split(",") if k.strip()})

@@ -25,10 +25,10 @@ import yaml
 from orchestrator import paths
 from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
+from orchestrator.harness.verify import _prefixed, environment_key
 from orchestrator.lifecycle import Interrupts, Progress, Run
 from orchestrator.results import DECIDERS
 from orchestrator.spec import Scenario
-from orchestrator.verify import _prefixed, environment_key
 
 FINAL = ("completed", "invalid")
 """Trial statuses a resumed campaign does not redo (an invalid trial is a scenario defect, not bad luck)."""

@@ -3,7 +3,7 @@
 Deploys loopweb once, then runs a fault cycle of loopweb-web-down (inject, manifestation check, remove, recovery
 check: the playbooks of a trial that change or wait on the world) with the same extra vars N times each way,
 interleaved so machine noise hits both alike, and prints per-way statistics and the ratio, per step and per cycle.
-Run with ``make bench`` or ``python -m orchestrator.bench [--repeats N] [--json]``.
+Run with ``make bench`` or ``python -m orchestrator.harness.bench [--repeats N] [--json]``.
 """
 
 from __future__ import annotations

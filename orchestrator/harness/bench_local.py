@@ -2,7 +2,7 @@
 
 Uses the same playbooks, roles and checks as a run of `shop-healthy-baseline` (through
 ansible-runner), so the figures are what a run pays. Run with ``make bench-local`` or
-``python -m orchestrator.bench_local [--repeats N] [--load-seconds S] [--json]``.
+``python -m orchestrator.harness.bench_local [--repeats N] [--load-seconds S] [--json]``.
 """
 
 from __future__ import annotations
