@@ -45,3 +45,11 @@ def scenario_rows() -> list[dict[str, Any]]:
         rows.append({"id": meta.get("id"), "domain": meta.get("domain"), "class": meta.get("class"),
                      "complexity": meta.get("complexity", {}).get("level"), "name": meta.get("name")})
     return rows
+
+
+def render_scenario_rows(rows: list[dict[str, Any]]) -> str:
+    """The rows of `scenario_rows` as the table `opsbench list` prints."""
+    lines = [f"{'ID':<36} {'DOMAIN':<7} {'LEVEL':<7} {'CLASS':<22} NAME"]
+    for r in rows:
+        lines.append(f"{r['id']:<36} {r['domain']:<7} {r['complexity']:<7} {r['class']:<22} {r['name']}")
+    return "\n".join(lines)

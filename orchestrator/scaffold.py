@@ -407,3 +407,17 @@ def register_id(scenario_id: str, application: str, faults: list[str]) -> Path:
         raise OpsBenchError(f"could not append '{scenario_id}' to {paths.ID_REGISTRY}: it does not end with the "
                             "`ids:` mapping; add the entry by hand")
     return paths.ID_REGISTRY
+
+
+def render_scaffolded(done: Scaffolded) -> str:
+    """The files a scaffold wrote (relative to the project when inside it), its notes and the numbered next steps."""
+    lines = []
+    for file in done.files:
+        shown = file.relative_to(paths.PROJECT_ROOT) if file.is_relative_to(paths.PROJECT_ROOT) else file
+        lines.append(f"  wrote {shown}")
+    for note in done.notes:
+        lines.append(f"note: {note}")
+    lines.append("next:")
+    for i, step in enumerate(done.next_steps, 1):
+        lines.append(f"  {i}. {step}")
+    return "\n".join(lines)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import paths, store
+from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import Campaign, run_campaign
 from orchestrator.harness.verify import _check_wait
 from orchestrator.lifecycle import Progress, new_run_id
@@ -126,6 +127,21 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
                     cost += float(host[step]["elapsed"])
             hosts[rec.host] = cost
     return phases, per_trial, list(hosts.values())
+
+
+DEFAULT_SCENARIOS = ("loopweb-web-down", "shop-cart-down")
+"""What `opsbench bench` measures when given no scenarios: one small and one full application."""
+
+
+def parse_levels(levels: str) -> list[int]:
+    """``--parallel`` text (comma-separated environments-at-once levels, 1 to 8) as sorted distinct levels."""
+    try:
+        ks = sorted({int(k) for k in levels.split(",") if k.strip()})
+    except ValueError:
+        raise OpsBenchError(f"--parallel {levels!r}: comma-separated integers, e.g. 1,2") from None
+    if not ks or any(not 1 <= k <= 8 for k in ks):
+        raise OpsBenchError(f"--parallel {levels!r}: levels from 1 to 8")
+    return ks
 
 
 def bench(scenarios: list[Scenario], trials: int, levels: list[int], overhead_repeats: int, progress: Progress,
