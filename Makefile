@@ -88,10 +88,10 @@ docs:
 	@$(BIN)/opsbench docs
 
 bench:
-	@$(BIN)/python -m orchestrator.bench
+	@$(BIN)/python -m orchestrator.harness.bench
 
 bench-local:
-	@$(BIN)/python -m orchestrator.bench_local
+	@$(BIN)/python -m orchestrator.harness.bench_local
 
 bench-finops:
 	@$(BIN)/python -m orchestrator.finops bench --threads 2

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
+from orchestrator.yamlfile import read_yaml  # names file and line on malformed YAML
 
 
 def role_dir(role: str) -> Path:
@@ -24,8 +25,6 @@ def load_argument_specs(role: str) -> dict[str, Any]:
     spec_file = role_dir(role) / "meta" / "argument_specs.yml"
     if not spec_file.is_file():
         return {}
-    from orchestrator.spec import read_yaml  # names file and line on malformed YAML
-
     data = read_yaml(spec_file) or {}
     specs = data.get("argument_specs", {})
     return specs if isinstance(specs, dict) else {}

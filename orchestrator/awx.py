@@ -11,6 +11,7 @@ removal and teardown, as the orchestrator's undo steps do.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ import yaml
 
 from orchestrator import paths
 from orchestrator.argspecs import resolve_role_vars
+from orchestrator.catalog import find_scenario
+from orchestrator.errors import OpsBenchError
 from orchestrator.lifecycle import default_agent, scenario_vars
-from orchestrator.spec import Scenario
+from orchestrator.spec import Scenario, load_scenario, spec_files
 
 # Lifecycle steps: (workflow node identifier, job template step, playbook).
 STEPS: list[tuple[str, str, str]] = [
@@ -261,3 +264,38 @@ def _unsafe_nested(value: Any) -> Any:
     if isinstance(value, str) and "{{" in value:
         return Unsafe(value)
     return value
+
+
+DEFAULT_CLUSTER = "kind=~/.kube/config"
+
+
+def parse_cluster(text: str) -> ClusterSpec:
+    """A ``--cluster`` argument: NAME=KUBECONFIG[:ID,ID...]."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise OpsBenchError(f"--cluster {text}: expected NAME=KUBECONFIG[:ID,ID...]")
+    kubeconfig, _, ids = rest.partition(":")
+    return ClusterSpec(name, kubeconfig, [i for i in ids.split(",") if i])
+
+
+def export_scenarios(ids: Iterable[str]) -> list[Scenario]:
+    """The scenarios to export: these ids (validated), by default every kubernetes-backend scenario."""
+    wanted = list(ids)
+    if wanted:
+        return [find_scenario(s) for s in wanted]
+    return [s for s in map(load_scenario, spec_files()) if s.backend == "kubernetes"]
+
+
+def write_export(output: Path, scenario_ids: Iterable[str], clusters: Iterable[str], trials: int = 1,
+                 agent: str | None = None, scm_url: str = "https://github.com/example/opsbench.git",
+                 scm_branch: str = "main") -> str:
+    """Write the export playbook to ``output`` (``opsbench awx export``); returns what was written, in words."""
+    scns = export_scenarios(scenario_ids)
+    specs = [parse_cluster(c) for c in list(clusters) or [DEFAULT_CLUSTER]]
+    try:
+        text = export_playbook(scns, specs, trials=trials, agent=agent, scm_url=scm_url, scm_branch=scm_branch)
+    except ValueError as exc:
+        raise OpsBenchError(str(exc)) from exc
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    return f"wrote {output}: {len(scns)} scenario(s), {len(specs)} cluster(s), {trials} trial(s) each"

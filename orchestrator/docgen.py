@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
-from orchestrator.spec import load_schema, read_yaml, spec_files
+from orchestrator.spec import load_schema, spec_files
+from orchestrator.yamlfile import read_yaml
 
 # Fault families, derived from the role name: (name prefix after `fault_`, family). A role
 # belongs to the first entry whose prefix is its whole name or is followed by `_`.

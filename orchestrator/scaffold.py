@@ -26,7 +26,8 @@ from orchestrator.argspecs import entry_options, load_argument_specs, role_dir
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.docgen import fault_family
 from orchestrator.errors import OpsBenchError
-from orchestrator.spec import SPEC_FILENAME, load_schema, read_yaml, spec_files
+from orchestrator.spec import SPEC_FILENAME, load_schema, spec_files
+from orchestrator.yamlfile import read_yaml
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 FAULT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -406,3 +407,17 @@ def register_id(scenario_id: str, application: str, faults: list[str]) -> Path:
         raise OpsBenchError(f"could not append '{scenario_id}' to {paths.ID_REGISTRY}: it does not end with the "
                             "`ids:` mapping; add the entry by hand")
     return paths.ID_REGISTRY
+
+
+def render_scaffolded(done: Scaffolded) -> str:
+    """The files a scaffold wrote (relative to the project when inside it), its notes and the numbered next steps."""
+    lines = []
+    for file in done.files:
+        shown = file.relative_to(paths.PROJECT_ROOT) if file.is_relative_to(paths.PROJECT_ROOT) else file
+        lines.append(f"  wrote {shown}")
+    for note in done.notes:
+        lines.append(f"note: {note}")
+    lines.append("next:")
+    for i, step in enumerate(done.next_steps, 1):
+        lines.append(f"  {i}. {step}")
+    return "\n".join(lines)

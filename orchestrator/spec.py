@@ -14,10 +14,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from orchestrator import paths
-from orchestrator.errors import OpsBenchError, Problem, SpecInvalid
+from orchestrator.errors import Problem, SpecInvalid
+from orchestrator.yamlfile import read_yaml
 
 SPEC_FILENAME = "scenario.yaml"
 
@@ -26,21 +25,6 @@ SPEC_FILENAME = "scenario.yaml"
 def load_schema(name: str) -> dict[str, Any]:
     schema: dict[str, Any] = json.loads((paths.SCHEMAS_DIR / f"{name}.schema.json").read_text())
     return schema
-
-
-def read_yaml(path: Path) -> Any:
-    """Parse one YAML file; a syntax error becomes a SpecInvalid naming file and line."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecInvalid([Problem(str(path), "$", f"cannot read file: {exc.strerror}")]) from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "$"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecInvalid([Problem(str(path), where, f"malformed YAML: {problem}")]) from exc
 
 
 def environment_role(application: str, backend: str = "local") -> str:
@@ -126,21 +110,3 @@ def load_scenario(path: Path) -> Scenario:
     if not isinstance(data, dict):
         raise SpecInvalid([Problem(str(path), "$", "a scenario spec must be a YAML mapping")])
     return Scenario(path=path, data=data)
-
-
-def find_scenario(name: str) -> Scenario:
-    """Resolve a scenario by id (or by a path to its spec or directory) and validate it."""
-    from orchestrator.validate import validate_scenario_file
-
-    candidate = Path(name)
-    if candidate.is_dir():
-        candidate = candidate / SPEC_FILENAME
-    if not candidate.is_file():
-        candidate = paths.SPECS_DIR / name / SPEC_FILENAME
-    if not candidate.is_file():
-        known = ", ".join(s.parent.name for s in spec_files()) or "none"
-        raise OpsBenchError(f"no scenario named '{name}' (known: {known}); try `opsbench list`")
-    problems = validate_scenario_file(candidate)
-    if problems:
-        raise SpecInvalid(problems)
-    return load_scenario(candidate)

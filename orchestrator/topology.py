@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from orchestrator import paths
+from orchestrator.errors import OpsBenchError
 from orchestrator.telemetry import TelemetryStore
 
 
@@ -35,3 +37,11 @@ def run_topology(run_dir: Path, since_ns: int | None = None, until_ns: int | Non
                                               "type": "calls", "declared": False})
                 edge.update(observed=True, calls=call["calls"], errors=call["errors"], p95_ms=call["p95_ms"])
     return {"entities": declared.get("entities", []), "edges": list(edges.values())}
+
+
+def deployed_run_topology(run_id: str) -> dict[str, Any]:
+    """`run_topology` of a run recorded under the state dir, which must still be deployed."""
+    run_dir = paths.runs_dir() / run_id
+    if not (run_dir / "environment.json").is_file():
+        raise OpsBenchError(f"run '{run_id}' has no deployed environment (is it kept with --keep, or still running?)")
+    return run_topology(run_dir)

@@ -18,7 +18,8 @@ from orchestrator import paths
 from orchestrator.argspecs import check_role_args, role_dir
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import Problem, SpecInvalid
-from orchestrator.spec import Scenario, environment_role, load_schema, read_yaml, spec_files
+from orchestrator.spec import Scenario, environment_role, load_schema, spec_files
+from orchestrator.yamlfile import read_yaml
 
 
 def _json_path(parts: Iterable[Any]) -> str:

@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.heuristic import GatewayClient, ToolError, _alert_list
+from orchestrator.agents.gateway_client import GatewayClient, ToolError
+from orchestrator.agents.heuristic import _alert_list
 from orchestrator.finops import insights
 from orchestrator.finops.detect import detect, ranked
 

@@ -26,11 +26,11 @@ import json
 import os
 import re
 import sys
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError
 
 # Alerts that point at the entity where a fault sits (causes) vs. at its effects (symptoms).
 CAUSES = {"ServiceDown", "ContainerNotRunning", "ContainerRestarted", "ServiceCpuSaturated", "ServiceMemoryHigh",
@@ -55,35 +55,6 @@ SCHEMA_IDS = {"diagnose": "opsbench/diagnosis/v1", "mitigate": "opsbench/mitigat
 # Fault types a restart does not cure but redeploying as deployed (rollback) does.
 REDEPLOY = {"crash_loop", "oom_kill", "bad_image", "wrong_binary", "cpu_throttle", "wrong_endpoint",
             "wrong_credentials"}
-
-Call = Callable[..., Any]
-
-
-class GatewayClient:
-    """The run's tool gateway over REST: ``POST {url}/v1/tools/{name}`` with a bearer token."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url.rstrip("/"), token
-        self.next_page: str | None = None  # of the last call: pass as ``page`` for the next one
-
-    def __call__(self, tool: str, **args: Any) -> Any:
-        req = urllib.request.Request(
-            f"{self.url}/v1/tools/{tool}", data=json.dumps(args).encode(), method="POST",
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                body = json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            body = json.loads(exc.read() or b"{}")
-        if not body.get("ok"):
-            raise ToolError(tool, (body.get("error") or {}).get("message", "no reason given"))
-        self.next_page = body.get("next_page")
-        return body.get("result")
-
-
-class ToolError(RuntimeError):
-    def __init__(self, tool: str, message: str) -> None:
-        super().__init__(f"{tool}: {message}")
 
 
 def _alert_list(result: Any) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import jsonschema
 
-from orchestrator.agents.heuristic import GatewayClient, ToolError
+from orchestrator.agents.gateway_client import GatewayClient, ToolError
 
 PREVIEW_CHARS = 2000
 PAGE_CHARS = 4000

@@ -21,7 +21,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from orchestrator.agents.heuristic import ToolError
+from orchestrator.agents.gateway_client import ToolError
 
 CALL_TIMEOUT_S = 120.0
 

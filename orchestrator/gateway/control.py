@@ -1,9 +1,9 @@
 """Control actions on the application, behind one interface per backend.
 
-`ControlBackend` is what the control tools call. `FakeControl` keeps state in memory (tests, dry runs);
-`PodmanControl` acts on the `local` backend's containers. Both refuse anything that is not the application: the tool
-layer already checked names against the visible topology (`scope.py`); the backend checks again against what it
-actually finds (container labels), so a stale topology cannot open a way to the machinery.
+`ControlBackend` is what the control tools (`tools/control.py`) call. `FakeControl` keeps state in memory (tests,
+dry runs); `PodmanControl` acts on the `local` backend's containers. Both refuse anything that is not the
+application: the tool layer already checked names against the visible topology (`scope.py`); the backend checks
+again against what it actually finds (container labels), so a stale topology cannot open a way to the machinery.
 """
 
 from __future__ import annotations

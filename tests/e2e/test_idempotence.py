@@ -31,8 +31,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.catalog import find_scenario
 from orchestrator.lifecycle import Run
-from orchestrator.spec import Scenario, find_scenario, load_scenario, spec_files
+from orchestrator.spec import Scenario, load_scenario, spec_files
 
 pytestmark = pytest.mark.e2e
 

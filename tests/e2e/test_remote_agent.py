@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from orchestrator import paths
-from orchestrator.agents.heuristic import GatewayClient, run
+from orchestrator.agents.gateway_client import GatewayClient
+from orchestrator.agents.heuristic import run
 
 from .conftest import OPSBENCH, cli_env
 

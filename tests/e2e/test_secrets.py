@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.e2e]
 NOSY_AGENT = """\
 import json, os, pathlib, subprocess, sys
 sys.path.insert(0, {root!r})
-from orchestrator.agents.heuristic import GatewayClient, ToolError
+from orchestrator.agents.gateway_client import GatewayClient, ToolError
 m = json.load(open(os.environ['OPSBENCH_MANIFEST']))
 call = GatewayClient(m['tools']['url'], pathlib.Path(m['token_file']).read_text().strip())
 for svc in call('list_services')['services']:

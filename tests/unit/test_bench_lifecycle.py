@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator import paths, store
-from orchestrator.bench_lifecycle import MemorySampler, _phase_times, render
-from orchestrator.campaign import TrialRecord
+from orchestrator.harness.bench_lifecycle import MemorySampler, _phase_times, render
+from orchestrator.harness.campaign import TrialRecord
 
 
 def write_run(run_id: str, run_dir: Path, results: dict[str, dict[str, object]], status: str) -> None:

@@ -6,9 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.campaign import Campaign, Cell, Eta, TrialRecord, _host_chunks, load_campaign_file, passed, plan
+from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
-from orchestrator.spec import find_scenario
+from orchestrator.harness.campaign import (
+    Campaign,
+    Cell,
+    Eta,
+    TrialRecord,
+    _host_chunks,
+    load_campaign_file,
+    passed,
+    plan,
+)
 
 LOOPWEB = ["loopweb-web-down", "loopweb-gateway-bad-upstream"]
 SHOP = ["shop-cart-down", "shop-redis-down"]

@@ -13,7 +13,8 @@ from orchestrator.docgen import (
     render_scenarios,
     write_docs,
 )
-from orchestrator.spec import load_schema, read_yaml, spec_files
+from orchestrator.spec import load_schema, spec_files
+from orchestrator.yamlfile import read_yaml
 
 
 def test_generated_docs_are_current() -> None:

@@ -19,6 +19,7 @@ from orchestrator.finops import cost
 from orchestrator.gateway import FakeControl, load_context
 from orchestrator.gateway import tools as gw_tools
 from orchestrator.gateway.errors import ToolError
+from orchestrator.gateway.tools import cost as cost_tools
 
 ROLE = paths.ROLES_DIR / "env_shop_finops"
 POLICY = {"interval_seconds": 5, "scale_down_stabilization_seconds": 30, "tolerance": 0.1,
@@ -224,7 +225,7 @@ def test_cost_tools_read_and_change_the_policy(ctx: Any) -> None:
 
 def test_set_budget_rewrites_the_rules_and_reloads_prometheus(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     posted: list[tuple[str, str]] = []
-    monkeypatch.setattr(gw_tools, "post_json", lambda url, path, what: posted.append((url, path)))
+    monkeypatch.setattr(cost_tools, "post_json", lambda url, path, what: posted.append((url, path)))
     assert _call(ctx, "get_budgets")["budgets_hourly_usd"] == {"frontend": 0.0073952}
     result = _call(ctx, "set_budget", service="frontend", hourly_usd=0.02)
     assert result["previous"] == 0.0073952 and result["current"] == 0.02

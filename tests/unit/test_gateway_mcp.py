@@ -91,7 +91,7 @@ def test_mcp_without_the_token_is_refused(served: Served) -> None:
 
 
 def test_the_synchronous_mcp_client_pages_and_raises_on_refusals(served: Served) -> None:
-    from orchestrator.agents.heuristic import ToolError
+    from orchestrator.agents.gateway_client import ToolError
     from orchestrator.agents.mcp_client import MCPGatewayClient
 
     with MCPGatewayClient(f"{served.url}/mcp", TOKEN) as call:

@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
-from orchestrator.agents.heuristic import ToolError, diagnose, run
+from orchestrator.agents.gateway_client import ToolError
+from orchestrator.agents.heuristic import diagnose, run
 from orchestrator.evaluation import score_diagnosis
 
 TOPOLOGY = yaml.safe_load((paths.ROLES_DIR / "env_shop" / "files" / "topology.yml").read_text())

@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 
 from orchestrator import paths
+from orchestrator.harness.verify import Trial, _check_wait, group_by_environment, render_table, summarize
 from orchestrator.spec import Scenario, load_scenario
-from orchestrator.verify import Trial, _check_wait, group_by_environment, render_table, summarize
 
 
 def shop(sid: str = "shop-cart-down", **env_args: object) -> Scenario:

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.agents.heuristic import GatewayClient, ToolError
+from orchestrator.agents.gateway_client import GatewayClient, ToolError
 
 
 def main() -> int:

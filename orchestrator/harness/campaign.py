@@ -23,11 +23,12 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
+from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
+from orchestrator.harness.verify import _prefixed, environment_key
 from orchestrator.lifecycle import Interrupts, Progress, Run
 from orchestrator.results import DECIDERS
-from orchestrator.spec import Scenario, find_scenario
-from orchestrator.verify import _prefixed, environment_key
+from orchestrator.spec import Scenario
 
 FINAL = ("completed", "invalid")
 """Trial statuses a resumed campaign does not redo (an invalid trial is a scenario defect, not bad luck)."""
@@ -295,3 +296,58 @@ def summarize(records: list[TrialRecord]) -> list[dict[str, Any]]:
                      "median_s": times[len(times) // 2] if times else None,
                      "statuses": sorted({r.status for r in recs})})
     return rows
+
+
+@dataclass(frozen=True)
+class CampaignRequest:
+    """What to run, from the command line's arguments over a campaign file's fields over the defaults."""
+
+    name: str
+    scenarios: list[Scenario]
+    agents: list[str]
+    trials: int
+    parallel: int
+    tool_profile: str
+
+
+def request(scenario_ids: Iterable[str], campaign_file: Path | None = None, name: str | None = None,
+            agents: Iterable[str] = (), trials: int | None = None, parallel: int | None = None,
+            tool_profile: str | None = None) -> CampaignRequest:
+    """Merge the options with the campaign file (options win) and resolve the scenarios (validated)."""
+    conf: dict[str, Any] = load_campaign_file(campaign_file) if campaign_file else {}
+    ids = list(scenario_ids) or conf.get("scenarios") or []
+    if not ids:
+        raise OpsBenchError("no scenarios: give scenario ids or --file (see `opsbench list`)")
+    chosen = resolve(ids)
+    return CampaignRequest(name=name or conf.get("name") or "default", scenarios=chosen,
+                           agents=list(agents) or conf.get("agents") or [""],  # "": each scenario's domain baseline
+                           trials=trials or conf.get("trials", 1), parallel=parallel or conf.get("parallel", 1),
+                           tool_profile=tool_profile or conf.get("tool_profile", "full"))
+
+
+def outcome(campaign: Campaign, req: CampaignRequest) -> tuple[list[dict[str, Any]], int, int]:
+    """The requested matrix's latest records summarized per (scenario, agent), the number of trials wanted and
+    how many of them are unfinished (neither completed nor invalid)."""
+    wanted = {(s.id, a, t) for s in req.scenarios for a in req.agents for t in range(1, req.trials + 1)}
+    latest = {r.key: r for r in campaign.records() if (r.scenario, r.agent, r.trial) in wanted}
+    rows = summarize(list(latest.values()))
+    missing = len(wanted) - sum(1 for r in latest.values() if r.status in ("completed", "invalid"))
+    return rows, len(wanted), missing
+
+
+def describe_record(r: TrialRecord) -> str:
+    """One finished trial as a progress line."""
+    return (f"  {r.scenario} #{r.trial}: {r.status}"
+            + ("" if r.passed is None else " pass" if r.passed else " fail")
+            + f" in {r.elapsed}s" + (f" ({r.reason[:200]})" if r.reason else ""))
+
+
+def render_outcome(rows: list[dict[str, Any]], wanted: int, missing: int) -> str:
+    """The per-scenario table and how many trials finished (with how to resume the others)."""
+    lines = [f"{'SCENARIO':<44} {'TRIALS':>6} {'PASSED':>6} {'MEDIAN s':>8}  STATUSES"]
+    for r in rows:
+        lines.append(f"{r['scenario']:<44} {r['trials']:>6} {r['passed']:>6} {r['median_s'] or '-':>8}  "
+                     f"{','.join(r['statuses'])}")
+    lines.append(f"{wanted - missing}/{wanted} trial(s) finished"
+                 + (f"; run the same command again to resume the other {missing}" if missing else ""))
+    return "\n".join(lines)

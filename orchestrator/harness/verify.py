@@ -192,3 +192,16 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         for item in r["leftovers"]:
             out.append(f"  {r['scenario']}: leftover: {item}")
     return "\n".join(out)
+
+
+def describe_trial(t: Trial) -> str:
+    """One finished trial as a progress line: outcome, times to alert and recover, the reason of a failure."""
+    return (f"  {t.scenario} #{t.repeat}: {t.outcome}"
+            + (f" alert {t.time_to_alert}s" if t.time_to_alert is not None else "")
+            + (f" recover {t.time_to_recover}s" if t.time_to_recover is not None else "")
+            + (f" ({t.reason})" if t.reason else ""))
+
+
+def render_verdict(rows: list[dict[str, Any]], repeats: int) -> str:
+    """The result table and the count of scenarios that passed every repeat."""
+    return render_table(rows) + f"\n{sum(r['passed'] for r in rows)}/{len(rows)} scenario(s) passed {repeats} repeat(s)"

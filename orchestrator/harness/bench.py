@@ -3,7 +3,7 @@
 Deploys loopweb once, then runs a fault cycle of loopweb-web-down (inject, manifestation check, remove, recovery
 check: the playbooks of a trial that change or wait on the world) with the same extra vars N times each way,
 interleaved so machine noise hits both alike, and prints per-way statistics and the ratio, per step and per cycle.
-Run with ``make bench`` or ``python -m orchestrator.bench [--repeats N] [--json]``.
+Run with ``make bench`` or ``python -m orchestrator.harness.bench [--repeats N] [--json]``.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ CYCLE = (("inject", "inject.yml"), ("manifestation", "check.yml"), ("remove", "r
 
 
 def _cycle_vars(common: dict[str, Any], work: Path) -> dict[str, dict[str, Any]]:
+    from orchestrator.catalog import find_scenario
     from orchestrator.lifecycle import scenario_vars
-    from orchestrator.spec import find_scenario
 
     v = scenario_vars(find_scenario(OVERHEAD_SCENARIO), str(common["opsbench_run_id"]), work / "run")
     return {"inject": {**common, "opsbench_faults": v["faults"]},

@@ -6,7 +6,7 @@ seconds (deploy and teardown from the hosts, the rest from the trials, plus time
 from the checks' own waits), the per-trial lifecycle excluding the agent with and without the hosts' deploy and
 teardown spread over their trials, runs per hour at each K, and the peak memory of the environments (podman's
 cgroup figures, sampled every few seconds). The orchestrator's overhead against bare ``ansible-playbook`` of the
-same playbook is measured in the same invocation (`orchestrator.bench.measure_overhead`).
+same playbook is measured in the same invocation (`orchestrator.harness.bench.measure_overhead`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import paths, store
-from orchestrator.campaign import Campaign, run_campaign
+from orchestrator.errors import OpsBenchError
+from orchestrator.harness.campaign import Campaign, run_campaign
+from orchestrator.harness.verify import _check_wait
 from orchestrator.lifecycle import Progress, new_run_id
 from orchestrator.runner import ansible_env
 from orchestrator.spec import Scenario
-from orchestrator.verify import _check_wait
 
 NOOP_AGENT = "true"
 PHASES = ["deploy", "baseline", "inject", "time_to_alert", "manifestation", "handover", "agent", "collect",
@@ -128,10 +129,25 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
     return phases, per_trial, list(hosts.values())
 
 
+DEFAULT_SCENARIOS = ("loopweb-web-down", "shop-cart-down")
+"""What `opsbench bench` measures when given no scenarios: one small and one full application."""
+
+
+def parse_levels(levels: str) -> list[int]:
+    """``--parallel`` text (comma-separated environments-at-once levels, 1 to 8) as sorted distinct levels."""
+    try:
+        ks = sorted({int(k) for k in levels.split(",") if k.strip()})
+    except ValueError:
+        raise OpsBenchError(f"--parallel {levels!r}: comma-separated integers, e.g. 1,2") from None
+    if not ks or any(not 1 <= k <= 8 for k in ks):
+        raise OpsBenchError(f"--parallel {levels!r}: levels from 1 to 8")
+    return ks
+
+
 def bench(scenarios: list[Scenario], trials: int, levels: list[int], overhead_repeats: int, progress: Progress,
           echo: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
     """Run the measurements (see module docstring) and return the report."""
-    from orchestrator.bench import measure_overhead
+    from orchestrator.harness.bench import measure_overhead
 
     report: dict[str, Any] = {"scenarios": [s.id for s in scenarios], "trials": trials, "agent": NOOP_AGENT,
                               "levels": {}}

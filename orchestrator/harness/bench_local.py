@@ -2,7 +2,7 @@
 
 Uses the same playbooks, roles and checks as a run of `shop-healthy-baseline` (through
 ansible-runner), so the figures are what a run pays. Run with ``make bench-local`` or
-``python -m orchestrator.bench_local [--repeats N] [--load-seconds S] [--json]``.
+``python -m orchestrator.harness.bench_local [--repeats N] [--load-seconds S] [--json]``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import click
 
 from orchestrator.argspecs import resolve_role_vars
+from orchestrator.catalog import find_scenario
 from orchestrator.lifecycle import free_port_base
 from orchestrator.runner import ansible_env, run_playbook
-from orchestrator.spec import find_scenario
 
 _UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 

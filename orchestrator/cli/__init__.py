@@ -1,0 +1,40 @@
+"""The ``opsbench`` command line: the `main` group and the commands registered on it.
+
+One module per command group, each command a thin shell over a library function:
+`run` (run, runs, show, cleanup, topology), `scenarios` (list, validate, docs), `harness` (campaign, bench,
+verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (new fault, new scenario),
+`awx` (awx export). Libraries are imported inside the commands, so ``opsbench --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from orchestrator import __version__
+from orchestrator.cli import awx, harness, results, run, scaffold, scenarios
+from orchestrator.errors import OpsBenchError
+
+
+class OpsBenchGroup(click.Group):
+    """Prints OpsBenchError as a one-paragraph message instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OpsBenchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=OpsBenchGroup)
+@click.version_option(__version__, prog_name="opsbench")
+def main() -> None:
+    """OpsBench: benchmark AI agents on real IT-operations work."""
+
+
+for _module in (run, scenarios, harness, results, scaffold, awx):
+    for _command in _module.COMMANDS:
+        main.add_command(_command)

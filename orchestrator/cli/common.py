@@ -1,0 +1,35 @@
+"""What the command modules share: JSON output, the date option type, progress on stderr."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from orchestrator.lifecycle import Progress
+
+DATE = click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def progress(quiet: bool) -> Progress:
+    """Step progress on the terminal (stderr), or none with --quiet."""
+    from orchestrator.lifecycle import Progress
+    from orchestrator.progress import TerminalProgress
+
+    return Progress() if quiet else TerminalProgress().as_progress()
+
+
+def echo_err(quiet: bool) -> Callable[[str], None]:
+    """A function printing a line to stderr, or doing nothing with --quiet."""
+    def echo(text: str) -> None:
+        if not quiet:
+            click.echo(text, err=True)
+
+    return echo

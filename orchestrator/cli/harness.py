@@ -1,0 +1,122 @@
+"""Commands that drive many runs: campaign, bench, verify-scenarios (library: `orchestrator.harness`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator.cli.common import echo_err, emit_json, progress
+from orchestrator.errors import OpsBenchError
+
+
+@click.command("verify-scenarios")
+@click.argument("scenarios", nargs=-1)
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Trials per scenario; all must pass.")
+@click.option("--domain", default="SRE", show_default=True, help="With no SCENARIOS: every scenario of this domain.")
+@click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="Environments at once (each deployed separately; scenarios are split among them).")
+@click.option("--idempotency", is_flag=True,
+              help="Also remove before injecting (must be a no-op) and inject twice (must equal once).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, parallel: int, idempotency: bool,
+                     as_json: bool, quiet: bool) -> None:
+    """Prove scenarios manifest and recover: inject -> manifest -> remove -> recover, no agent.
+
+    Scenarios on the same environment share one deployment. Prints per scenario: pass/fail over
+    the repeats, time to alert and to recover (median and range, seconds) and leftovers."""
+    from orchestrator.catalog import domain_scenarios, find_scenario
+    from orchestrator.harness.verify import describe_trial, render_verdict, summarize, verify
+
+    chosen = [find_scenario(s) for s in scenarios] if scenarios else domain_scenarios(domain)
+    if not chosen:
+        raise OpsBenchError(f"no scenarios to verify (domain {domain}); see `opsbench list`")
+    echo = echo_err(quiet)
+    echo(f"verifying {len(chosen)} scenario(s) x {repeats} repeat(s), {parallel} environment(s) at once")
+    trials = verify(chosen, repeats, progress(quiet), lambda t: echo(describe_trial(t)), parallel, idempotency)
+    rows = summarize(trials, [s.id for s in chosen], repeats)
+    ok = all(r["passed"] for r in rows)
+    if as_json:
+        emit_json({"ok": ok, "repeats": repeats, "scenarios": rows})
+    else:
+        click.echo(render_verdict(rows, repeats))
+    sys.exit(0 if ok else 1)
+
+
+@click.command()
+@click.argument("scenarios", nargs=-1)
+@click.option("--file", "campaign_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A campaign file (YAML: name, scenarios, agents, trials, parallel); options given here override.")
+@click.option("--name", help="The campaign's name: its record is kept under the state dir, and running the same "
+                             "name again resumes it (default: from the file, else 'default').")
+@click.option("--agent", "agents", multiple=True,
+              help="Agent command (repeat for several; default: each scenario's domain baseline).")
+@click.option("--trials", type=click.IntRange(1, 100), help="Trials per scenario and agent.  [default: 1]")
+@click.option("--parallel", type=click.IntRange(1, 8), help="Environments at once.  [default: 1]")
+@click.option("--tool-profile", type=click.Choice(["full", "no-traces", "metrics-only", "observe-only"]),
+              help="Which tools the gateway offers.  [default: full]")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str | None, agents: tuple[str, ...],
+             trials: int | None, parallel: int | None, tool_profile: str | None, as_json: bool, quiet: bool) -> None:
+    """Run SCENARIOS x agents x trials on shared environments; resumable by name.
+
+    Trials of scenarios on the same environment reuse one deployment (faults removed and the
+    baseline re-checked between trials). Each trial is an ordinary run: `opsbench results` and
+    `opsbench leaderboard` count it."""
+    from orchestrator.harness.campaign import (
+        Campaign,
+        describe_record,
+        outcome,
+        render_outcome,
+        request,
+        run_campaign,
+    )
+
+    req = request(scenarios, campaign_file, name, agents, trials, parallel, tool_profile)
+    camp = Campaign(req.name)
+    echo = echo_err(quiet)
+    echo(f"campaign {camp.name}: {len(req.scenarios)} scenario(s) x {len(req.agents)} agent(s) x {req.trials} "
+         f"trial(s), {req.parallel} environment(s) at once (record: {camp.file})")
+    run_campaign(camp, req.scenarios, req.agents, req.trials, req.parallel, progress(quiet),
+                 lambda r: echo(describe_record(r)), req.tool_profile)
+    rows, wanted, missing = outcome(camp, req)
+    if as_json:
+        emit_json({"campaign": camp.name, "record": str(camp.file), "unfinished": missing, "scenarios": rows})
+    else:
+        click.echo(render_outcome(rows, wanted, missing))
+    sys.exit(0 if missing == 0 else 1)
+
+
+@click.command()
+@click.argument("scenarios", nargs=-1)
+@click.option("--trials", default=2, show_default=True, type=click.IntRange(1, 50), help="Trials per scenario.")
+@click.option("--parallel", "levels", default="1,2", show_default=True,
+              help="Comma-separated environments-at-once levels to measure.")
+@click.option("--overhead-repeats", default=5, show_default=True, type=click.IntRange(1, 50),
+              help="Interleaved repeats of one step, orchestrator vs bare ansible-playbook.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, as_json: bool,
+          quiet: bool) -> None:
+    """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
+
+    Default scenarios: loopweb-web-down and shop-cart-down. See docs/performance.md."""
+    from orchestrator.catalog import find_scenario
+    from orchestrator.harness.bench_lifecycle import DEFAULT_SCENARIOS, parse_levels, render
+    from orchestrator.harness.bench_lifecycle import bench as run_bench
+
+    ks = parse_levels(levels)
+    chosen = [find_scenario(s) for s in (scenarios or DEFAULT_SCENARIOS)]
+    report: dict[str, Any] = run_bench(chosen, trials, ks, overhead_repeats, progress(quiet), echo_err(quiet))
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(render(report))
+
+
+COMMANDS = (verify_scenarios, campaign, bench)

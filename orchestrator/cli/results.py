@@ -1,0 +1,100 @@
+"""Commands on scores: results, leaderboard, report over recorded runs, and score for one output offline
+(libraries: `orchestrator.results`, `orchestrator.report`, `orchestrator.evaluation.offline`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator.cli.common import DATE, emit_json
+
+
+@click.command()
+@click.option("--agent", help="Only this agent (display name, name, model or exact command).")
+@click.option("--scenario", help="Only runs of this scenario.")
+@click.option("--since", type=DATE, help="Only runs started at or after DATE (local time).")
+@click.option("--json", "as_json", is_flag=True, help="Print per-scenario rows and breakdowns as JSON.")
+@click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also write the per-scenario rows to FILE as CSV.")
+def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, csv_file: Path | None) -> None:
+    """Per (agent, scenario): trials n, correct c, failure kinds, pass@k for k <= n, NTAM, agent time, MTTD."""
+    from orchestrator import results as res
+
+    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
+    rows = res.scenario_results(trials)
+    if csv_file:
+        res.write_csv(rows, csv_file)
+    if as_json:
+        emit_json({"scenarios": rows, "breakdowns": res.breakdowns(trials)})
+        return
+    if not trials:
+        click.echo("no runs recorded (see `opsbench run`)")
+        return
+    click.echo(res.render_results(rows))
+    for dimension in ("complexity", "traces"):
+        click.echo("")
+        click.echo(res.render_breakdown(res.breakdown(trials, dimension)))
+
+
+@click.command()
+@click.option("--k", "k", default=1, show_default=True, type=click.IntRange(1, 1000),
+              help="pass@k (over each agent's scenarios with at least k trials).")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False), help="Also write the rows as CSV.")
+def leaderboard(k: int, as_json: bool, csv_file: Path | None) -> None:
+    """One row per agent (and model), ITBench Table 4 style, best pass@k first."""
+    from orchestrator import results as res
+
+    rows = res.leaderboard(res.load_trials(), k)
+    if csv_file:
+        res.write_csv(rows, csv_file)
+    if as_json:
+        emit_json(rows)
+        return
+    click.echo(res.render_leaderboard(rows, k) if rows else "no runs recorded (see `opsbench run`)")
+
+
+@click.command()
+@click.option("--out", default="report.html", show_default=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--k", "k", default=1, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--agent", help="Only this agent.")
+@click.option("--scenario", help="Only runs of this scenario.")
+@click.option("--since", type=DATE, help="Only runs started at or after DATE.")
+def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any) -> None:
+    """Write a self-contained static HTML report (inline SVG charts, no scripts, no network)."""
+    from orchestrator import report as rep
+    from orchestrator import results as res
+
+    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
+    rep.write(out, trials, k)
+    click.echo(f"wrote {out} ({len(trials)} run(s))")
+
+
+@click.command()
+@click.option("--ground-truth", "gt_path", required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The scenario's ground_truth.yaml.")
+@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="The agent's output JSON (a missing file scores as no_submission).")
+@click.option("--topology", "topo_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="topology.yml or a run's environment.json (default: the scenario's environment's topology).")
+@click.option("--trajectory", "traj_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The run's trajectory.jsonl: adds the process metrics under 'process'.")
+@click.option("--judge", is_flag=True,
+              help="Also ask the LLM judge configured by OPSBENCH_JUDGE_URL/_MODEL (never the only score).")
+@click.option("--json", "as_json", is_flag=True, help="Print every metric as JSON.")
+def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: Path | None, judge: bool,
+          as_json: bool) -> None:
+    """Score one agent diagnosis offline against a ground truth (deterministic: same input, same score)."""
+    from orchestrator.evaluation.offline import render_scores, score_files
+
+    result = score_files(gt_path, output_path, topo_path, traj_path, judge)
+    if as_json:
+        emit_json(result)
+        return
+    if result:
+        click.echo(render_scores(result))
+
+
+COMMANDS = (results, leaderboard, report, score)

@@ -1,0 +1,29 @@
+"""Reading a YAML file so that a mistake in it is reported as a problem naming the file and line, not a traceback.
+
+Its own module because specs, role argument specs and the validator all read YAML and none of them should have to
+import another for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.errors import Problem, SpecInvalid
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file; a syntax error becomes a SpecInvalid naming file and line."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecInvalid([Problem(str(path), "$", f"cannot read file: {exc.strerror}")]) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "$"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecInvalid([Problem(str(path), where, f"malformed YAML: {problem}")]) from exc
