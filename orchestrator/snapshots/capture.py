@@ -40,7 +40,8 @@ from orchestrator.gateway.errors import ToolError
 from orchestrator.gateway.promql_scope import INTERNAL_METRIC, MONITORING_JOBS
 from orchestrator.gateway.scope import INTERNAL_NAMES, INTERNAL_PREFIXES, INTERNAL_SUFFIXES, visible_topology
 from orchestrator.gateway.times import to_ns
-from orchestrator.gateway.tools import BY_NAME, NoArgs, ServiceArgs
+from orchestrator.gateway.tools import BY_NAME
+from orchestrator.gateway.tools.base import NoArgs, ServiceArgs
 from orchestrator.topology import run_topology
 
 from . import format as fmt

@@ -251,7 +251,8 @@ def read_index(root: Path) -> dict[str, Any]:
 
 
 def _check_scenario(root: Path, scenario_id: str, version: int) -> None:
-    from orchestrator.spec import SPEC_FILENAME, load_scenario, read_yaml
+    from orchestrator.spec import SPEC_FILENAME, load_scenario
+    from orchestrator.yamlfile import read_yaml
 
     spec_file = paths.SPECS_DIR / scenario_id / SPEC_FILENAME
     registry = read_yaml(paths.ID_REGISTRY) if paths.ID_REGISTRY.is_file() else {}

@@ -11,11 +11,11 @@ import pytest
 from gateway_fixtures import NOW, PREFIX, T0, TOKEN, FakeObservability, fake_control, make_run_dir
 from snapshot_fixtures import build_tsdb
 
+from orchestrator.catalog import find_scenario
 from orchestrator.gateway.scope import Scope, visible_topology
 from orchestrator.snapshots import capture, leaks
 from orchestrator.snapshots import format as fmt
 from orchestrator.snapshots.frozen_prometheus import FrozenPrometheus, api
-from orchestrator.spec import find_scenario
 from orchestrator.telemetry import TelemetryStore
 from orchestrator.topology import run_topology
 
