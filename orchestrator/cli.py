@@ -404,10 +404,10 @@ def runs(scenario: str | None, limit: int, as_json: bool) -> None:
     if as_json:
         _emit_json(rows)
         return
-    click.echo(f"{'RUN':<24} {'SCENARIO':<36} {'STATUS':<12} CREATED")
+    click.echo(f"{'RUN':<24} {'SCENARIO':<36} {'STATUS':<12} {'PURPOSE':<8} CREATED")
     for r in rows:
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))
-        click.echo(f"{r['id']:<24} {r['scenario_id']:<36} {r['status']:<12} {created}")
+        click.echo(f"{r['id']:<24} {r['scenario_id']:<36} {r['status']:<12} {r['purpose']:<8} {created}")
 
 
 @main.command()
@@ -423,7 +423,7 @@ def show(run_id: str, as_json: bool) -> None:
         _emit_json(run)
         return
     click.echo(f"run {run['id']}  scenario {run['scenario_id']} v{run['spec_version']} "
-               f"({run['spec_digest']})  status {run['status']}")
+               f"({run['spec_digest']})  status {run['status']}  purpose {run['purpose']}")
     t0 = run["created"]
     for p in run["phases"]:
         ended = f"{p['ended'] - p['started']:6.1f}s" if p["ended"] else "   ...  "
@@ -443,24 +443,31 @@ _DATE = click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
 @click.option("--json", "as_json", is_flag=True, help="Print per-scenario rows and breakdowns as JSON.")
 @click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Also write the per-scenario rows to FILE as CSV.")
-def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, csv_file: Path | None) -> None:
+@click.option("--include-harness", is_flag=True,
+              help="Also count the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
+def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, csv_file: Path | None,
+            include_harness: bool) -> None:
     """Per (agent, scenario): trials n, correct c, failure kinds, pass@k for k <= n, NTAM, agent time, MTTD."""
     from orchestrator import results as res
 
-    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
+    loaded = res.load(agent, scenario, since.timestamp() if since else None, include_harness)
+    trials = loaded.trials
     rows = res.scenario_results(trials)
     if csv_file:
         res.write_csv(rows, csv_file)
     if as_json:
-        _emit_json({"scenarios": rows, "breakdowns": res.breakdowns(trials)})
+        _emit_json({"scenarios": rows, "breakdowns": res.breakdowns(trials),
+                    "harness_runs_left_out": loaded.harness_left_out})
         return
     if not trials:
         click.echo("no runs recorded (see `opsbench run`)")
-        return
-    click.echo(res.render_results(rows))
-    for dimension in ("complexity", "traces"):
-        click.echo("")
-        click.echo(res.render_breakdown(res.breakdown(trials, dimension)))
+    else:
+        click.echo(res.render_results(rows))
+        for dimension in ("complexity", "traces"):
+            click.echo("")
+            click.echo(res.render_breakdown(res.breakdown(trials, dimension)))
+    if loaded.harness_left_out:
+        click.echo(loaded.left_out_note())
 
 
 @main.command()
@@ -468,17 +475,22 @@ def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, 
               help="pass@k (over each agent's scenarios with at least k trials).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False), help="Also write the rows as CSV.")
-def leaderboard(k: int, as_json: bool, csv_file: Path | None) -> None:
+@click.option("--include-harness", is_flag=True,
+              help="Also count the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
+def leaderboard(k: int, as_json: bool, csv_file: Path | None, include_harness: bool) -> None:
     """One row per agent (and model), ITBench Table 4 style, best pass@k first."""
     from orchestrator import results as res
 
-    rows = res.leaderboard(res.load_trials(), k)
+    loaded = res.load(include_harness=include_harness)
+    rows = res.leaderboard(loaded.trials, k)
     if csv_file:
         res.write_csv(rows, csv_file)
     if as_json:
-        _emit_json(rows)
+        _emit_json({"agents": rows, "harness_runs_left_out": loaded.harness_left_out})
         return
     click.echo(res.render_leaderboard(rows, k) if rows else "no runs recorded (see `opsbench run`)")
+    if loaded.harness_left_out:
+        click.echo(loaded.left_out_note())
 
 
 @main.command()
@@ -487,14 +499,18 @@ def leaderboard(k: int, as_json: bool, csv_file: Path | None) -> None:
 @click.option("--agent", help="Only this agent.")
 @click.option("--scenario", help="Only runs of this scenario.")
 @click.option("--since", type=_DATE, help="Only runs started at or after DATE.")
-def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any) -> None:
+@click.option("--include-harness", is_flag=True,
+              help="Also count the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
+def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any, include_harness: bool) -> None:
     """Write a self-contained static HTML report (inline SVG charts, no scripts, no network)."""
     from orchestrator import report as rep
     from orchestrator import results as res
 
-    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
-    rep.write(out, trials, k)
-    click.echo(f"wrote {out} ({len(trials)} run(s))")
+    loaded = res.load(agent, scenario, since.timestamp() if since else None, include_harness)
+    rep.write(out, loaded.trials, k, loaded.harness_left_out)
+    click.echo(f"wrote {out} ({len(loaded.trials)} run(s))")
+    if loaded.harness_left_out:
+        click.echo(loaded.left_out_note())
 
 
 @main.command()
