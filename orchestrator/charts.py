@@ -154,9 +154,10 @@ def histogram(name: str, title: str, samples: Mapping[str, Sequence[float]], bin
             body.append(f'<rect class="bar" x="{_a(x0 + si * bar_w)}" y="{_a(bottom - h)}" width="{_a(bar_w - 1)}" '
                         f'height="{_a(h)}" fill="{color(si)}"><title>{escape(s)} '
                         f"[{edge:.1f}, {edge + (hi - lo) / bins:.1f}): {counts[s][b]}</title></rect>")
-    body.append(f'<text x="{_a(left + bins * bin_w)}" y="{_a(bottom + 14)}" font-family="sans-serif" '
+    right = left + bins * bin_w
+    body.append(f'<text x="{_a(right)}" y="{_a(bottom + 14)}" font-family="sans-serif" '
                 f'font-size="10" text-anchor="middle">{hi:.1f}</text>'
-                f'<line x1="{_a(left)}" y1="{_a(bottom)}" x2="{_a(left + bins * bin_w)}" y2="{_a(bottom)}" stroke="#333"/>'
+                f'<line x1="{_a(left)}" y1="{_a(bottom)}" x2="{_a(right)}" y2="{_a(bottom)}" stroke="#333"/>'
                 f'<text x="{_a(left + bins * bin_w / 2)}" y="{_a(height - 6)}" {FONT} text-anchor="middle">'
                 f"{escape(axis)}</text>")
     return _svg(name, title, width, height, body)

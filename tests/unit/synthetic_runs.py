@@ -133,9 +133,10 @@ def populate_harness(clock: Clock | None = None, trials: int = 12) -> list[str]:
     return ids
 
 
-def populate_wide(scenarios: int = 40, agents: int = 6, clock: Clock | None = None) -> tuple[list[str], list[str]]:
+def populate_wide(scenarios: int = 40, agents: int = 6, trials: int = 1,
+                  clock: Clock | None = None) -> tuple[list[str], list[str]]:
     """Enough scenarios with long ids and agents with long names to make the report's tables wide: every
-    agent gets two trials of every scenario (outcomes and times vary). Returns (scenario ids, agent labels)."""
+    agent gets `trials` trials of every scenario (outcomes and times vary). Returns (scenario ids, agent labels)."""
     clock = clock or Clock()
     levels = ("Easy", "Medium", "Hard")
     ids = [f"shop-checkout-payment-gateway-latency-under-load-{i:02d}" for i in range(scenarios)]
@@ -146,7 +147,7 @@ def populate_wide(scenarios: int = 40, agents: int = 6, clock: Clock | None = No
     for i, sid in enumerate(ids):
         meta = _meta(f"Scenario {i}", "network", levels[i % 3], i % 2 == 0)
         for j, command in enumerate(commands):
-            for t in range(2):
+            for t in range(trials):
                 n += 1
                 record(f"w{n:04d}", command, sid, outcomes[(i + j + t) % len(outcomes)], 20.0 + 7 * ((i * j + t) % 9),
                        clock, meta=meta)
