@@ -2,7 +2,8 @@
 and no network: grouped horizontal bars (with standard-error whiskers) and a grouped histogram.
 
 Every chart is one well-formed ``<svg>`` element (parseable as XML) carrying
-``class="chart"``, a ``data-chart`` name, a ``<title>`` and a legend.
+``class="chart"``, a ``data-chart`` name, a ``<title>`` and a legend (wrapped into rows when the
+series' names are long). Each has a viewBox, so the report's CSS scales it down to its container.
 """
 
 from __future__ import annotations
@@ -39,13 +40,25 @@ def _svg(name: str, title: str, width: float, height: float, body: list[str]) ->
             f'aria-label="{escape(title)}"><title>{escape(title)}</title>' + "".join(body) + "</svg>")
 
 
-def _legend(series: Sequence[str], x: float, y: float) -> list[str]:
-    out = []
+LEGEND_ROW = 18.0
+TALL = 600.0  # px of bars beyond which a bar chart shows its scale above the bars as well as below
+
+
+def _legend_item_width(name: str) -> float:
+    return 30 + CHAR_W * len(name)
+
+
+def _legend(series: Sequence[str], x0: float, y: float, width: float) -> tuple[list[str], float]:
+    """Swatch + name per series, left to right, wrapping into rows `width` wide; returns (elements, height)."""
+    out, x, rows = [], x0, 1
     for i, name in enumerate(series):
+        item = _legend_item_width(name)
+        if x > x0 and x + item - 20 > x0 + width:
+            x, y, rows = x0, y + LEGEND_ROW, rows + 1
         out.append(f'<rect x="{_a(x)}" y="{_a(y)}" width="10" height="10" fill="{color(i)}"/>'
                    f'<text x="{_a(x + 14)}" y="{_a(y + 9)}" {FONT}>{escape(name)}</text>')
-        x += 30 + CHAR_W * len(name)
-    return out
+        x += item
+    return out, rows * LEGEND_ROW
 
 
 def empty(name: str, title: str, message: str = "no trials recorded") -> str:
@@ -60,12 +73,18 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
         return empty(name, title)
     top = max((v[0] or 0.0) + (v[1] or 0.0) for v in values.values()) if values else 0.0
     vmax = max_value or nice_max(top)
-    left, plot_w, bar_h, legend_h = 12 + CHAR_W * max(map(len, categories)), 420.0, 14.0, 28.0
+    left, plot_w, bar_h = 12 + CHAR_W * max(map(len, categories)), 420.0, 14.0
+    widest = max(_legend_item_width(ser) for ser in series)
+    width = max(left + plot_w + 80, 12 + widest + 10)
+    # The legend lines up with the plot when its longest name fits there, else it starts at the left edge.
+    legend_x = left if left + widest <= width - 10 else 12.0
+    body, legend_rows_h = _legend(series, legend_x, 6, width - legend_x - 10)
     group_h = len(series) * (bar_h + 2) + 12
+    # A plot taller than a window repeats its scale above the bars, where the reader starts.
+    scale_on_top = group_h * len(categories) > TALL
+    legend_h = legend_rows_h + 10 + (16 if scale_on_top else 0)
     height = legend_h + group_h * len(categories) + 36
-    width = left + plot_w + 80
     scale = plot_w / vmax
-    body = _legend(series, left, 6)
     plot_bottom = legend_h + group_h * len(categories)
     for i in range(5):
         tick = vmax * i / 4
@@ -73,6 +92,9 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
         body.append(f'<line x1="{_a(x)}" y1="{_a(legend_h)}" x2="{_a(x)}" y2="{_a(plot_bottom)}" stroke="#ddd"/>'
                     f'<text x="{_a(x)}" y="{_a(plot_bottom + 16)}" {FONT} text-anchor="middle">'
                     f"{escape(label(tick))}</text>")
+        if scale_on_top:
+            body.append(f'<text x="{_a(x)}" y="{_a(legend_h - 4)}" {FONT} text-anchor="middle">'
+                        f"{escape(label(tick))}</text>")
     body.append(f'<text x="{_a(left + plot_w / 2)}" y="{_a(height - 4)}" {FONT} text-anchor="middle">'
                 f"{escape(axis)}</text>")
     for ci, cat in enumerate(categories):
@@ -110,15 +132,17 @@ def histogram(name: str, title: str, samples: Mapping[str, Sequence[float]], bin
             counts[s][min(bins - 1, max(0, math.floor(round((x - lo) / (hi - lo) * bins, 9))))] += 1  # 0.3 -> bin 3
     step = max(1, math.ceil(max(max(c) for c in counts.values()) / 4))
     cmax = 4 * step  # four whole-number gridline steps
-    left, plot_h, top, bar_w = 44.0, 200.0, 28.0, 12.0
+    left, plot_h, bar_w = 44.0, 200.0, 12.0
     bin_w = len(samples) * bar_w + 8
-    width, height = left + bins * bin_w + 20, top + plot_h + 44
-    body = _legend(list(samples), left, 6)
+    width = max(left + bins * bin_w + 20, left + max(map(_legend_item_width, samples)) + 10)
+    body, legend_rows_h = _legend(list(samples), left, 6, width - left - 10)
+    top = legend_rows_h + 10
+    height = top + plot_h + 44
     bottom = top + plot_h
     for i in range(5):
         tick = cmax * i / 4
         y = bottom - tick / cmax * plot_h
-        body.append(f'<line x1="{_a(left)}" y1="{_a(y)}" x2="{_a(width - 20)}" y2="{_a(y)}" stroke="#ddd"/>'
+        body.append(f'<line x1="{_a(left)}" y1="{_a(y)}" x2="{_a(left + bins * bin_w)}" y2="{_a(y)}" stroke="#ddd"/>'
                     f'<text x="{_a(left - 4)}" y="{_a(y + 4)}" {FONT} text-anchor="end">{_a(tick)}</text>')
     for b in range(bins):
         x0 = left + b * bin_w + 4
@@ -130,9 +154,10 @@ def histogram(name: str, title: str, samples: Mapping[str, Sequence[float]], bin
             body.append(f'<rect class="bar" x="{_a(x0 + si * bar_w)}" y="{_a(bottom - h)}" width="{_a(bar_w - 1)}" '
                         f'height="{_a(h)}" fill="{color(si)}"><title>{escape(s)} '
                         f"[{edge:.1f}, {edge + (hi - lo) / bins:.1f}): {counts[s][b]}</title></rect>")
-    body.append(f'<text x="{_a(left + bins * bin_w)}" y="{_a(bottom + 14)}" font-family="sans-serif" '
+    right = left + bins * bin_w
+    body.append(f'<text x="{_a(right)}" y="{_a(bottom + 14)}" font-family="sans-serif" '
                 f'font-size="10" text-anchor="middle">{hi:.1f}</text>'
-                f'<line x1="{_a(left)}" y1="{_a(bottom)}" x2="{_a(width - 20)}" y2="{_a(bottom)}" stroke="#333"/>'
-                f'<text x="{_a(left + (width - left) / 2)}" y="{_a(height - 6)}" {FONT} text-anchor="middle">'
+                f'<line x1="{_a(left)}" y1="{_a(bottom)}" x2="{_a(right)}" y2="{_a(bottom)}" stroke="#333"/>'
+                f'<text x="{_a(left + bins * bin_w / 2)}" y="{_a(height - 6)}" {FONT} text-anchor="middle">'
                 f"{escape(axis)}</text>")
     return _svg(name, title, width, height, body)

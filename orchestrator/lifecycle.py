@@ -134,7 +134,10 @@ class Run:
     # -- creation -------------------------------------------------------------------------
     @classmethod
     def create(cls, scn: Scenario, agent: str | None, keep: bool = False,
-               progress: Progress | None = None, tool_profile: str = "full") -> Run:
+               progress: Progress | None = None, tool_profile: str = "full", purpose: str = store.AGENT) -> Run:
+        """A new run, recorded before anything happens. `purpose` (store.PURPOSES): ``agent`` for an agent being
+        measured; the harness's own runs (``bench``, ``verify``) say so, and results leave them out."""
+        store.check_purpose(purpose)
         cluster_vars: dict[str, Any] = {}
         if scn.backend == "kubernetes":
             # Fail in seconds, before any state exists, when no cluster answers.
@@ -155,6 +158,7 @@ class Run:
             "spec_digest": scn.digest,
             "run_dir": str(run_dir),
             "agent": agent or default_agent(scn),
+            "purpose": purpose,
             "keep": keep,
             "tool_profile": tool_profile,
             "status": "running",
@@ -184,12 +188,13 @@ class Run:
 
     @classmethod
     def trial_on(cls, host: Run, scn: Scenario, agent: str | None, tool_profile: str = "full",
-                 visible_since: float | None = None) -> Run:
+                 visible_since: float | None = None, purpose: str | None = None) -> Run:
         """A run of `scn` on `host`'s deployed environment: recorded as a run of its own (own id, phases, run.json
         and artifacts under ``<host dir>/trials/<id>``), while its playbooks see the host's run id and directory,
         which is where the environment, its faults' state and the per-run files of the roles live.
         `visible_since`: when the previous trial left the environment back at baseline; the agent's gateway
-        shows no telemetry from before it."""
+        shows no telemetry from before it. `purpose`: as for `create`; by default the host's."""
+        purpose = store.check_purpose(purpose or host.state.get("purpose", store.AGENT))
         run_id = new_run_id()
         record_dir = host.run_dir / "trials" / run_id
         record_dir.mkdir(parents=True)
@@ -204,6 +209,7 @@ class Run:
             "record_dir": str(record_dir),
             "steps_dir": str(record_dir / "steps"),
             "agent": agent or default_agent(scn),
+            "purpose": purpose,
             "keep": True,  # the host owns the environment
             "tool_profile": tool_profile,
             "visible_since": round(visible_since, 3) if visible_since is not None else None,

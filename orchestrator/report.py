@@ -17,13 +17,22 @@ from typing import Any
 from orchestrator import charts, results
 from orchestrator.results import Trial, pm
 
+# Fits a 1280-px window: the page never scrolls sideways; a wide table scrolls inside its own box
+# (.wide, at most 80% of the window tall so its horizontal scrollbar is in sight, header row and
+# first column kept visible) and a chart scales down to the page width (its viewBox keeps the proportions).
 CSS = """
 body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:1em 0;font-size:.9em}
-th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;white-space:nowrap}th{background:#f4f4f4}
+h1,h2,p{overflow-wrap:anywhere}
+.wide{max-width:100%;max-height:80vh;overflow:auto;margin:1em 0}
+table{border-collapse:separate;border-spacing:0;font-size:.9em}
+th,td{border:solid #ddd;border-width:0 1px 1px 0;padding:3px 8px;text-align:right;white-space:nowrap}
+th{border-top-width:1px}th:first-child,td:first-child{border-left-width:1px}
+th{background:#f4f4f4;position:sticky;top:0;z-index:1}
+td:first-child{position:sticky;left:0;background:#fff}th:first-child{left:0;z-index:2}
 .l{text-align:left}
-.note{color:#555;font-size:.9em}svg.chart{display:block;margin:.5em 0}
+.note{color:#555;font-size:.9em}svg.chart{display:block;margin:.5em 0;max-width:100%;height:auto}
+@media print{.wide{max-height:none;overflow:visible}}
 """
 
 
@@ -35,7 +44,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: 
 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _section(sid: str, title: str, note: str, chart: str, extra: str = "") -> str:
@@ -117,8 +126,8 @@ def _breakdown(trials: list[Trial], dimension: str, title: str, k: int, agents: 
     return _section(dimension, title, f"ITBench Tables 18-21: pass@{k} per {dimension}.", chart, table)
 
 
-def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results") -> str:
-    """The whole report as one HTML document."""
+def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", harness_left_out: int = 0) -> str:
+    """The whole report as one HTML document; `harness_left_out`: the harness's own runs not shown (results.load)."""
     board = results.leaderboard(trials, k)
     rows = results.scenario_results(trials)
     agents = [r["agent"] for r in board]
@@ -138,10 +147,13 @@ def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results") -> 
             f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
             f'<p class="note">Generated {escape(generated)}: {len(trials)} run(s), {counted} trial(s), '
             f"{len(agents)} agent(s), {len(scenarios)} scenario(s). Metric definitions: docs/evaluation.md.</p>"
+            + (f'<p class="note" id="harness-left-out">{harness_left_out} harness run(s) (the no-op agent of '
+               "opsbench bench) left out; opsbench report --include-harness shows them.</p>"
+               if harness_left_out else "")
             + "".join(parts) + "</body></html>\n")
 
 
-def write(out: Path, trials: list[Trial], k: int = 1) -> Path:
+def write(out: Path, trials: list[Trial], k: int = 1, harness_left_out: int = 0) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(trials, k))
+    out.write_text(render(trials, k, harness_left_out=harness_left_out))
     return out

@@ -5,7 +5,9 @@ who ran which scenario and how the run ended, the metrics table holds the evalua
 and the agent's timing. A run counts as a *trial* only when it completed and its diagnosis was
 evaluated; runs that errored, were interrupted or whose fault did not manifest are counted as
 ``excluded`` (not the agent's failure). Among trials, ``no_submission`` and ``malformed``
-outputs are kept apart from wrong answers. See docs/evaluation.md ("Results").
+outputs are kept apart from wrong answers. Runs the harness made to measure itself (purpose
+``bench``: ``opsbench bench``'s no-op agent) are left out unless asked for, and counted, so
+the output can say so. See docs/evaluation.md ("Results").
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ class Trial:
 
     run_id: str
     scenario: str
-    agent: str  # display label: "name" or "name (model)"
+    agent: str  # display label: "name" or "name (model)", then " [purpose]" for the harness's own runs
     agent_name: str
     model: str | None
     created: float
     run_status: str
     outcome: str
+    purpose: str = store.AGENT
     ntam_fl: float | None = None
     ntam_fpc: float | None = None
     agent_elapsed: float | None = None
@@ -95,9 +98,31 @@ def _current_meta(scenario_id: str) -> dict[str, Any]:
     return store.scenario_snapshot(paths.SPECS_DIR / scenario_id / "scenario.yaml") or {}
 
 
-def load_trials(agent: str | None = None, scenario: str | None = None, since: float | None = None) -> list[Trial]:
-    """Every recorded agent run as a Trial, oldest first (verify-scenarios runs are left out).
-    ``agent`` matches the display label, the name, the model or the exact command; ``since`` is a Unix time."""
+@dataclass(frozen=True)
+class Loaded:
+    """The trials selected, and how many runs of the harness's own (not agent runs) were left out of them."""
+
+    trials: list[Trial]
+    harness_left_out: int
+
+    def left_out_note(self) -> str:
+        """One line for the text output ("" when nothing was left out)."""
+        n = self.harness_left_out
+        return f"{n} harness run{'s' if n != 1 else ''} left out; --include-harness to show them" if n else ""
+
+
+def load_trials(agent: str | None = None, scenario: str | None = None, since: float | None = None,
+                include_harness: bool = False) -> list[Trial]:
+    """See `load`; the trials only."""
+    return load(agent, scenario, since, include_harness).trials
+
+
+def load(agent: str | None = None, scenario: str | None = None, since: float | None = None,
+         include_harness: bool = False) -> Loaded:
+    """Every recorded agent run as a Trial, oldest first (verify-scenarios runs and campaign hosts are no agent
+    runs and never included). ``agent`` matches the display label, the name, the model or the exact command;
+    ``since`` is a Unix time. Runs of the harness's own (purpose other than ``agent``) are left out and counted,
+    unless ``include_harness``; their label then names their purpose (``true [bench]``)."""
     where = f"r.status NOT IN ({','.join('?' * len(NOT_AGENT_RUNS))})"
     args: list[Any] = list(NOT_AGENT_RUNS)
     if scenario:
@@ -111,13 +136,18 @@ def load_trials(agent: str | None = None, scenario: str | None = None, since: fl
                             f" JOIN runs r ON r.id = m.run_id WHERE {where}", args):
             metrics[m["run_id"]][m["evaluator"]][m["metric"]] = m["value"] if m["text"] is None else m["text"]
     trials = []
+    left_out = 0
     for run in runs:
         name, model = run.get("agent_name"), run.get("model")
         if not name:
             name, model = store.agent_identity(run.get("agent"))
         name = name or "unknown"
-        label = f"{name} ({model})" if model else name
+        purpose = run.get("purpose") or store.AGENT
+        label = (f"{name} ({model})" if model else name) + ("" if purpose == store.AGENT else f" [{purpose}]")
         if agent and agent not in (label, name, model, run.get("agent")):
+            continue
+        if purpose != store.AGENT and not include_harness:
+            left_out += 1
             continue
         evaluations = metrics[run["id"]]
         (scores, pass_key), timing = _decider(evaluations), evaluations.get("agent", {})
@@ -125,11 +155,12 @@ def load_trials(agent: str | None = None, scenario: str | None = None, since: fl
         trials.append(Trial(
             run_id=run["id"], scenario=run["scenario_id"], agent=label, agent_name=name, model=model,
             created=run["created"], run_status=run["status"], outcome=classify(run["status"], scores, pass_key),
+            purpose=purpose,
             ntam_fl=_num(scores.get("ntam_fl")), ntam_fpc=_num(scores.get("ntam_fpc")),
             agent_elapsed=_num(timing.get("elapsed")), submitted=_num(timing.get("submitted")),
             mttr=_num(evaluations.get("mitigation", {}).get("mttr")), meta=meta,
             extra={m: _num(evaluations.get(e, {}).get(m)) for e, m in EXTRA_METRICS}))
-    return trials
+    return Loaded(trials, left_out)
 
 
 def _num(value: Any) -> float | None:

@@ -33,7 +33,7 @@ def render_summary(s: dict[str, Any]) -> str:
 def render_run(run: dict[str, Any]) -> str:
     """A recorded run (``runs.load_run``): header, phase timeline relative to its creation, then its summary."""
     lines = [f"run {run['id']}  scenario {run['scenario_id']} v{run['spec_version']} "
-             f"({run['spec_digest']})  status {run['status']}"]
+             f"({run['spec_digest']})  status {run['status']}  purpose {run['purpose']}"]
     t0 = run["created"]
     for p in run["phases"]:
         ended = f"{p['ended'] - p['started']:6.1f}s" if p["ended"] else "   ...  "
@@ -46,8 +46,8 @@ def render_run(run: dict[str, Any]) -> str:
 
 def render_runs(rows: list[dict[str, Any]]) -> str:
     """The list of recorded runs (``store.list_runs``), one line each."""
-    lines = [f"{'RUN':<24} {'SCENARIO':<36} {'STATUS':<12} CREATED"]
+    lines = [f"{'RUN':<24} {'SCENARIO':<36} {'STATUS':<12} {'PURPOSE':<8} CREATED"]
     for r in rows:
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))
-        lines.append(f"{r['id']:<24} {r['scenario_id']:<36} {r['status']:<12} {created}")
+        lines.append(f"{r['id']:<24} {r['scenario_id']:<36} {r['status']:<12} {r['purpose']:<8} {created}")
     return "\n".join(lines)

@@ -7,7 +7,9 @@ The index also feeds results and the leaderboard (``orchestrator/results.py``): 
 keeps who ran it (``agent_name``, ``model``) and what the scenario was when it ran
 (``scenario_meta``: domain, class, complexity, observability), and the ``metrics`` table
 holds one row per evaluator metric, written when the run's outcome is recorded, so
-aggregation is a query rather than a re-parse of every outcome.
+aggregation is a query rather than a re-parse of every outcome. Each run also keeps its
+``purpose`` (PURPOSES): an agent being measured, or the harness measuring itself (``bench``,
+``verify-scenarios``); results leave the harness's runs out unless asked.
 """
 
 from __future__ import annotations
@@ -68,6 +70,16 @@ CREATE INDEX IF NOT EXISTS metrics_metric ON metrics(evaluator, metric);
 """
 
 
+# v3: why the run was made (PURPOSES); every run recorded before is an agent run unless its records say otherwise.
+_DDL_V3 = """
+ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'agent'
+"""
+AGENT = "agent"
+PURPOSES = (AGENT, "bench", "verify")
+"""An agent being measured (``run``, ``campaign``); ``opsbench bench``'s no-op agent runs and the environments
+they are hosted on; ``opsbench verify-scenarios``'s environments (fault cycles without an agent)."""
+
+
 def _statements(ddl: str) -> list[str]:
     return [s.strip() for s in ddl.split(";") if s.strip()]
 
@@ -89,10 +101,30 @@ def _migrate_v2(db: sqlite3.Connection) -> None:
             _record_metrics(db, row["id"], row["outcome"])
 
 
+def _migrate_v3(db: sqlite3.Connection) -> None:
+    """Add ``purpose`` (default agent); tag what the old records prove was the harness: verify-scenarios runs
+    (status ``verified``) and the trials and hosts of ``opsbench bench``'s campaigns (named ``bench-*``, agent
+    ``true``)."""
+    for stmt in _statements(_DDL_V3):
+        db.execute(stmt)
+    db.execute("UPDATE runs SET purpose = 'verify' WHERE status = 'verified'")
+    for trials in sorted((paths.state_dir() / "campaigns").glob("bench-*/trials.jsonl")):
+        ids: set[str] = set()
+        for line in trials.read_text(errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("agent") == "true":
+                ids |= {str(rec[k]) for k in ("run_id", "host") if rec.get(k)}
+        db.executemany("UPDATE runs SET purpose = 'bench' WHERE id = ?", [(i,) for i in sorted(ids)])
+
+
 # Version N is reached by running MIGRATIONS[N - 1] on a database at version N - 1.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_v1,
     _migrate_v2,
+    _migrate_v3,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -181,7 +213,15 @@ def scenario_snapshot(spec_path: str | Path) -> dict[str, Any] | None:
 
 
 # -- runs and phases -------------------------------------------------------------------------
+def check_purpose(purpose: str) -> str:
+    if purpose not in PURPOSES:
+        raise ValueError(f"run purpose {purpose!r}: one of {', '.join(PURPOSES)}")
+    return purpose
+
+
 def create_run(run: dict[str, Any]) -> None:
+    """Index a new run; ``run["purpose"]`` (one of PURPOSES) defaults to an agent run."""
+    purpose = check_purpose(run.get("purpose") or AGENT)
     now = time.time()
     derived_name, derived_model = agent_identity(run.get("agent"))
     meta = run.get("scenario_meta")
@@ -190,10 +230,10 @@ def create_run(run: dict[str, Any]) -> None:
     with connect() as db:
         db.execute(
             "INSERT INTO runs (id, scenario_id, spec_version, spec_digest, status, pid, run_dir, agent,"
-            " agent_name, model, scenario_meta, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " agent_name, model, scenario_meta, purpose, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run["id"], run["scenario_id"], run["spec_version"], run["spec_digest"], run["status"],
              run["pid"], run["run_dir"], run.get("agent"), run.get("agent_name") or derived_name,
-             run.get("model") or derived_model, json.dumps(meta, sort_keys=True) if meta else None, now, now),
+             run.get("model") or derived_model, json.dumps(meta, sort_keys=True) if meta else None, purpose, now, now),
         )
 
 

@@ -18,24 +18,31 @@ from orchestrator.cli.common import DATE, emit_json
 @click.option("--json", "as_json", is_flag=True, help="Print per-scenario rows and breakdowns as JSON.")
 @click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Also write the per-scenario rows to FILE as CSV.")
-def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, csv_file: Path | None) -> None:
+@click.option("--include-harness", is_flag=True,
+              help="Also count the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
+def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, csv_file: Path | None,
+            include_harness: bool) -> None:
     """Per (agent, scenario): trials n, correct c, failure kinds, pass@k for k <= n, NTAM, agent time, MTTD."""
     from orchestrator import results as res
 
-    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
+    loaded = res.load(agent, scenario, since.timestamp() if since else None, include_harness)
+    trials = loaded.trials
     rows = res.scenario_results(trials)
     if csv_file:
         res.write_csv(rows, csv_file)
     if as_json:
-        emit_json({"scenarios": rows, "breakdowns": res.breakdowns(trials)})
+        emit_json({"scenarios": rows, "breakdowns": res.breakdowns(trials),
+                   "harness_runs_left_out": loaded.harness_left_out})
         return
     if not trials:
         click.echo("no runs recorded (see `opsbench run`)")
-        return
-    click.echo(res.render_results(rows))
-    for dimension in ("complexity", "traces"):
-        click.echo("")
-        click.echo(res.render_breakdown(res.breakdown(trials, dimension)))
+    else:
+        click.echo(res.render_results(rows))
+        for dimension in ("complexity", "traces"):
+            click.echo("")
+            click.echo(res.render_breakdown(res.breakdown(trials, dimension)))
+    if loaded.harness_left_out:
+        click.echo(loaded.left_out_note())
 
 
 @click.command()
@@ -43,17 +50,22 @@ def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, 
               help="pass@k (over each agent's scenarios with at least k trials).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--csv", "csv_file", type=click.Path(path_type=Path, dir_okay=False), help="Also write the rows as CSV.")
-def leaderboard(k: int, as_json: bool, csv_file: Path | None) -> None:
+@click.option("--include-harness", is_flag=True,
+              help="Also count the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
+def leaderboard(k: int, as_json: bool, csv_file: Path | None, include_harness: bool) -> None:
     """One row per agent (and model), ITBench Table 4 style, best pass@k first."""
     from orchestrator import results as res
 
-    rows = res.leaderboard(res.load_trials(), k)
+    loaded = res.load(include_harness=include_harness)
+    rows = res.leaderboard(loaded.trials, k)
     if csv_file:
         res.write_csv(rows, csv_file)
     if as_json:
-        emit_json(rows)
+        emit_json({"agents": rows, "harness_runs_left_out": loaded.harness_left_out})
         return
     click.echo(res.render_leaderboard(rows, k) if rows else "no runs recorded (see `opsbench run`)")
+    if loaded.harness_left_out:
+        click.echo(loaded.left_out_note())
 
 
 @click.command()
@@ -62,14 +74,18 @@ def leaderboard(k: int, as_json: bool, csv_file: Path | None) -> None:
 @click.option("--agent", help="Only this agent.")
 @click.option("--scenario", help="Only runs of this scenario.")
 @click.option("--since", type=DATE, help="Only runs started at or after DATE.")
-def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any) -> None:
+@click.option("--include-harness", is_flag=True,
+              help="Also count the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
+def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any, include_harness: bool) -> None:
     """Write a self-contained static HTML report (inline SVG charts, no scripts, no network)."""
     from orchestrator import report as rep
     from orchestrator import results as res
 
-    trials = res.load_trials(agent, scenario, since.timestamp() if since else None)
-    rep.write(out, trials, k)
-    click.echo(f"wrote {out} ({len(trials)} run(s))")
+    loaded = res.load(agent, scenario, since.timestamp() if since else None, include_harness)
+    rep.write(out, loaded.trials, k, loaded.harness_left_out)
+    click.echo(f"wrote {out} ({len(loaded.trials)} run(s))")
+    if loaded.harness_left_out:
+        click.echo(loaded.left_out_note())
 
 
 @click.command()

@@ -1,7 +1,8 @@
 """``opsbench bench``: the lifecycle's own cost, measured with a no-op agent.
 
 For each parallelism level K, a campaign of the chosen scenarios x trials runs with an agent that does nothing
-(``true``), on shared environments as campaigns do. From the runs' records it reports, per phase, median/min/max
+(``true``), on shared environments as campaigns do; its runs are tagged purpose ``bench``, so results
+and the leaderboard leave them out. From the runs' records it reports, per phase, median/min/max
 seconds (deploy and teardown from the hosts, the rest from the trials, plus time to alert and time to recover
 from the checks' own waits), the per-trial lifecycle excluding the agent with and without the hosts' deploy and
 teardown spread over their trials, runs per hour at each K, and the peak memory of the environments (podman's
@@ -157,7 +158,7 @@ def bench(scenarios: list[Scenario], trials: int, levels: list[int], overhead_re
         since = new_run_id()[:15]
         start = time.monotonic()
         with MemorySampler(since) as memory:
-            records = run_campaign(Campaign(name), scenarios, [NOOP_AGENT], trials, k, progress)
+            records = run_campaign(Campaign(name), scenarios, [NOOP_AGENT], trials, k, progress, purpose="bench")
         wall = time.monotonic() - start
         phases, per_trial, host_costs = _phase_times(records)
         done = [r for r in records if r.status in ("completed", "invalid")]

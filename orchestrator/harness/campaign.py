@@ -157,7 +157,8 @@ class Eta:
 
 
 def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campaign, progress: Progress,
-              interrupts: Interrupts, eta: Eta, record: Callable[[TrialRecord], None], tool_profile: str) -> None:
+              interrupts: Interrupts, eta: Eta, record: Callable[[TrialRecord], None], tool_profile: str,
+              purpose: str = "agent") -> None:
     """Deploy one environment, run `cells` on it (redeploying after a trial that left it dirty), tear it down."""
     host: Run | None = None
     healthy = False
@@ -168,7 +169,7 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
                 return
             scn = scenarios[cell.scenario]
             if host is None:
-                host = Run.create(scn, agent=None, keep=False, progress=progress)
+                host = Run.create(scn, agent=None, keep=False, progress=progress, purpose=purpose)
                 host.interrupts = interrupts
                 host.state["status"] = "hosting"
                 progress.message(f"environment {host.id} ({scn.environment['application']}) for "
@@ -184,7 +185,7 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
                     return
             progress.message(f"{cell.scenario} / {cell.agent or 'baseline agent'} / trial {cell.trial}")
             start = time.monotonic()
-            trial = Run.trial_on(host, scn, cell.agent, tool_profile, visible_since=since)
+            trial = Run.trial_on(host, scn, cell.agent, tool_profile, visible_since=since, purpose=purpose)
             summary = trial.execute_trial(healthy)
             since = time.time()
             clean = summary.get("recovered") is not False and not summary.get("leftovers") \
@@ -213,8 +214,9 @@ def _close(host: Run) -> None:
 
 def run_campaign(campaign: Campaign, scenarios: list[Scenario], agents: list[str], trials: int, parallel: int,
                  progress: Progress, on_record: Callable[[TrialRecord], None] = lambda r: None,
-                 tool_profile: str = "full") -> list[TrialRecord]:
-    """Run every cell not already finished in `campaign`; returns the records made by this call."""
+                 tool_profile: str = "full", purpose: str = "agent") -> list[TrialRecord]:
+    """Run every cell not already finished in `campaign`; returns the records made by this call. `purpose`
+    tags its runs (store.PURPOSES): ``agent`` for agents being measured, ``bench`` for the harness's own."""
     by_id = {s.id: s for s in scenarios}
     cells = plan(scenarios, agents, trials)
     finished = campaign.finished()
@@ -237,11 +239,12 @@ def run_campaign(campaign: Campaign, scenarios: list[Scenario], agents: list[str
             for chunk in chunks:
                 if interrupts.set:
                     break
-                _run_host(chunk, by_id, campaign, progress, interrupts, eta, record, tool_profile)
+                _run_host(chunk, by_id, campaign, progress, interrupts, eta, record, tool_profile, purpose)
         else:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
                 futures = [pool.submit(_run_host, chunk, by_id, campaign, _prefixed(progress, f"env{i + 1}"),
-                                       interrupts, eta, record, tool_profile) for i, chunk in enumerate(chunks)]
+                                       interrupts, eta, record, tool_profile, purpose)
+                           for i, chunk in enumerate(chunks)]
                 while not all(f.done() for f in futures):
                     wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)
                 for f in futures:

@@ -62,7 +62,7 @@ def group_by_environment(scenarios: list[Scenario]) -> list[list[Scenario]]:
 def _verify_chunk(chunk: list[Scenario], repeats: int, progress: Progress, interrupts: Interrupts,
                   record: Callable[[Trial], None], idempotency: bool) -> None:
     """Deploy one environment, run every trial of `chunk` on it, tear it down."""
-    run = Run.create(chunk[0], agent=None, keep=False, progress=progress)
+    run = Run.create(chunk[0], agent=None, keep=False, progress=progress, purpose="verify")
     run.interrupts = interrupts
     mine: list[Trial] = []
     progress.message(f"environment {run.id} ({chunk[0].environment['application']}) "

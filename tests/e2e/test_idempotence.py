@@ -102,7 +102,7 @@ def audit_application(home: Path, monkeypatch: pytest.MonkeyPatch, application: 
     seen: set[tuple[str, str]] = set()
     for key, group in variants.items():
         what = f"env_{application}{' ' + key if key else ''}"
-        run = Run.create(find_scenario(group[0].id), agent=None)
+        run = Run.create(find_scenario(group[0].id), agent=None, purpose="verify")  # the harness checking itself
         try:
             problems += step_twice(run, "deploy", what)
             checked += 1

@@ -71,16 +71,17 @@ class Clock:
 
 def record(run_id: str, agent: str, scenario: str, outcome: str, elapsed: float, clock: Clock,
            run_dir: Path | None = None, meta: dict[str, Any] | None = None,
-           write_output_after: float | None = None) -> None:
+           write_output_after: float | None = None, purpose: str = "agent") -> None:
     """One run as the lifecycle records it. A run status (invalid, error) instead of an outcome
     records a run that never reached evaluation. With ``write_output_after``, the agent writes
-    run_dir/agent/output.json that many seconds into its phase."""
+    run_dir/agent/output.json that many seconds into its phase. ``purpose``: store.PURPOSES."""
     completed = outcome in SCORES
     run_dir = run_dir or Path(f"/nonexistent/runs/{run_id}")
     with mock.patch.object(store.time, "time", clock):
         store.create_run({"id": run_id, "scenario_id": scenario, "spec_version": 1, "spec_digest": "d" * 16,
                           "status": "running", "pid": 1, "run_dir": str(run_dir), "agent": agent,
-                          "scenario_meta": meta if meta is not None else SCENARIOS.get(scenario)})
+                          "scenario_meta": meta if meta is not None else SCENARIOS.get(scenario),
+                          "purpose": purpose})
         evaluations: dict[str, Any] = {}
         agent_result: dict[str, Any] = {}
         if completed:
@@ -111,3 +112,44 @@ def populate(clock: Clock | None = None) -> list[str]:
         record(run_id, agent, scenario, outcome, elapsed, clock)
         ids.append(run_id)
     return ids
+
+
+NOOP = "true"
+"""`opsbench bench`'s no-op agent."""
+
+
+def populate_harness(clock: Clock | None = None, trials: int = 12) -> list[str]:
+    """What `opsbench bench` and `opsbench verify-scenarios` leave in the index: `trials` no-op agent trials
+    (no submission) tagged bench, the bench's host and a verify-scenarios environment. Returns the trial ids."""
+    clock = clock or Clock(T0 + 10_000)
+    scenarios = list(SCENARIOS)
+    ids = []
+    for i in range(trials):
+        run_id = f"b{i:02d}"
+        record(run_id, NOOP, scenarios[i % len(scenarios)], "no_submission", 1.0, clock, purpose="bench")
+        ids.append(run_id)
+    record("bhost", NOOP, "s-easy", "hosted", 0.0, clock, purpose="bench")
+    record("venv", "python3 -m orchestrator.agents.heuristic", "s-easy", "verified", 0.0, clock, purpose="verify")
+    return ids
+
+
+def populate_wide(scenarios: int = 40, agents: int = 6, trials: int = 1,
+                  clock: Clock | None = None) -> tuple[list[str], list[str]]:
+    """Enough scenarios with long ids and agents with long names to make the report's tables wide: every
+    agent gets `trials` trials of every scenario (outcomes and times vary). Returns (scenario ids, agent labels)."""
+    clock = clock or Clock()
+    levels = ("Easy", "Medium", "Hard")
+    ids = [f"shop-checkout-payment-gateway-latency-under-load-{i:02d}" for i in range(scenarios)]
+    commands = [f"python3 -m team_{j}.incident_response_agent --model provider-{j}/model-with-a-long-name-v{j}"
+                for j in range(agents)]
+    outcomes = ("correct", "wrong", "no_submission", "correct", "malformed")
+    n = 0
+    for i, sid in enumerate(ids):
+        meta = _meta(f"Scenario {i}", "network", levels[i % 3], i % 2 == 0)
+        for j, command in enumerate(commands):
+            for t in range(trials):
+                n += 1
+                record(f"w{n:04d}", command, sid, outcomes[(i + j + t) % len(outcomes)], 20.0 + 7 * ((i * j + t) % 9),
+                       clock, meta=meta)
+    labels = [f"team_{j}.incident_response_agent (provider-{j}/model-with-a-long-name-v{j})" for j in range(agents)]
+    return ids, labels

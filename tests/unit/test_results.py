@@ -131,7 +131,8 @@ def test_a_version_1_database_migrates() -> None:
         "completed", 100.0, "orchestrator.agents.probe", "m1")
     assert run["scenario_meta"] is None and [p["phase"] for p in run["phases"]] == ["agent"]
     with store.connect() as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 3
+    assert run["purpose"] == "agent"
     assert {(m["evaluator"], m["metric"]): m["value"] for m in store.metrics_for()}[("diagnosis", "fl_pass")] == 1.0
     trials = {t.run_id: t for t in results.load_trials()}
     assert trials["old1"].outcome == "correct" and trials["old2"].outcome == "excluded"
@@ -281,8 +282,9 @@ def test_leaderboard_command(runs: list[str], tmp_path: Path) -> None:
 
     out = CliRunner().invoke(main, ["leaderboard", "--k", "2", "--json", "--csv", str(tmp_path / "lb.csv")])
     assert out.exit_code == 0, out.output
-    rows = _strict_json(out.output)
-    assert [(r["agent"], r["k"]) for r in rows] == [(LABEL_B, 2), (LABEL_A, 2)]
+    data = _strict_json(out.output)
+    assert data["harness_runs_left_out"] == 0
+    assert [(r["agent"], r["k"]) for r in data["agents"]] == [(LABEL_B, 2), (LABEL_A, 2)]
     with (tmp_path / "lb.csv").open() as fh:
         table = list(csv.DictReader(fh))
     assert [r["agent"] for r in table] == [LABEL_B, LABEL_A]
@@ -313,7 +315,7 @@ def test_results_command(runs: list[str], tmp_path: Path) -> None:
 def test_commands_on_an_empty_store() -> None:
     assert CliRunner().invoke(main, ["leaderboard"]).output.strip() == "no runs recorded (see `opsbench run`)"
     out = CliRunner().invoke(main, ["leaderboard", "--json"])
-    assert _strict_json(out.output) == []
+    assert _strict_json(out.output) == {"agents": [], "harness_runs_left_out": 0}
 
 
 def _mitigation_run(run_id: str, scores: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
