@@ -13,11 +13,12 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: reliability e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: test-full reliability e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
-	@echo "make test                    run the whole test suite (unit + end to end)"
+	@echo "make test                    the CI suite: unit + end to end, two workers (about 40 min on 2 cores)"
+	@echo "make test-full               make test, then make reliability (everything)"
 	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...'] [BACKEND=kubernetes]"
 	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
 	@echo "make k8s-images              load the shop's images into kind [KIND_CLUSTER=opsbench] or push them [K8S_REGISTRY=host/path]"
@@ -45,9 +46,16 @@ bootstrap:
 images:
 	@$(BIN)/ansible-playbook playbooks/images.yml
 
+# Two workers: each end-to-end file runs whole on one worker (its deployment made once) while unit tests spread
+# over both; most end-to-end time is waiting on the world (alerts, recovery), so the files overlap well.
+# The 30 slowest tests are listed at the end (per-test durations; docs/performance.md has the per-file table).
+TEST_WORKERS ?= 2
 test:
-	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: treating as failure"; exit 1; fi; exit $$rc
+
+# `make test`, then what does not fit CI's budget (`make reliability`).
+test-full: test reliability
 
 # Interruptions at every phase, own infrastructure faults, idempotence of the roles (live, est. 50-60 min); then the fast
 # reliability checks that `make test` also runs (fuzzing, isolation audit, secrets scanner). See docs/reliability.md.
@@ -60,7 +68,7 @@ reliability:
 	  tests/unit/test_secrets_scan.py $(PYTEST_ARGS)
 
 test-unit:
-	@$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+	@$(BIN)/pytest -n $(TEST_WORKERS) tests/unit $(PYTEST_ARGS)
 
 lint:
 	$(BIN)/ansible-lint --offline --profile production -q playbooks roles

@@ -21,6 +21,14 @@ from orchestrator import paths
 OPSBENCH = [sys.executable, "-m", "orchestrator.cli"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`), each end-to-end file runs whole on one
+    worker, so its module-scoped deployment is made once; unit tests spread freely over the workers."""
+    for item in items:
+        if "tests/e2e/" in item.nodeid:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """A private OPSBENCH_HOME per test: its own runs dir and SQLite index."""
