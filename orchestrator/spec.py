@@ -122,9 +122,16 @@ def spec_files(roots: list[Path] | None = None) -> list[Path]:
 
 
 def load_scenario(path: Path) -> Scenario:
+    """A spec that matches the schema, so every accessor of :class:`Scenario` can trust its types (the
+    semantic checks are `opsbench validate`'s, see :func:`find_scenario`); else SpecInvalid, located."""
+    from orchestrator.validate import schema_problems
+
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise SpecInvalid([Problem(str(path), "$", "a scenario spec must be a YAML mapping")])
+    problems = schema_problems(path, data, "scenario")
+    if problems:
+        raise SpecInvalid(problems)
     return Scenario(path=path, data=data)
 
 
