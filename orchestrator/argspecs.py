@@ -57,9 +57,11 @@ def value_kind(value: Any) -> str:
 
 
 def _strict_problems(role: str, options: dict[str, Any], args: dict[str, Any]) -> dict[str, str]:
-    """What Ansible's validator lets through but the role cannot use, by argument name: null (the role then
-    gets None, not its default) and a list or mapping where a string is wanted (Ansible turns it into its
-    Python repr), for the argument itself and for the items of a list of strings."""
+    """What Ansible's validator lets through but the role cannot use, by argument name. The role gets the value
+    as written (extra vars), not Ansible's conversion of it: so no null (the role would get None, not its
+    default), no list or mapping where a string is wanted (converted to its Python repr), no scalar where a
+    list or mapping is wanted (a string split at commas or parsed as k=v), for the argument and for the items
+    of a list of strings."""
     found: dict[str, str] = {}
     for name, value in args.items():
         opt = options.get(f"{role}_{name}")
@@ -70,6 +72,10 @@ def _strict_problems(role: str, options: dict[str, Any], args: dict[str, Any]) -
             found[name] = f"argument '{name}' is null: give a value, or leave it out to use the role's default"
         elif wanted in STRING_TYPES and isinstance(value, list | dict):
             found[name] = f"argument '{name}' must be a {wanted}, not {value_kind(value)}"
+        elif wanted == "list" and not isinstance(value, list):  # Ansible splits a string at commas
+            found[name] = f"argument '{name}' must be a list, not {value_kind(value)}"
+        elif wanted == "dict" and not isinstance(value, dict):  # Ansible parses a string as k=v pairs
+            found[name] = f"argument '{name}' must be a mapping, not {value_kind(value)}"
         elif wanted == "list" and opt.get("elements") in STRING_TYPES and isinstance(value, list):
             bad = [i for i, item in enumerate(value) if item is None or isinstance(item, list | dict)]
             if bad:
