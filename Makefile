@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: test-full reliability e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
@@ -27,6 +27,7 @@ help:
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make reliability             interruptions at every phase, own faults, idempotence, fuzzing, isolation audit"
+	@echo "make fuzz                    random property/API fuzzing, 10x the cases; prints the seed [SEED=<n> replays]"
 	@echo "make bench-finops            time 5M FOCUS rows + ground truth and the FinOps reference queries"
 	@echo "make validate | docs | bench | cleanup | clean"
 
@@ -64,8 +65,18 @@ reliability:
 	  $(PYTEST_ARGS)
 	@$(BIN)/pytest -s tests/unit/test_fuzz_specs.py tests/unit/test_fuzz_outputs.py tests/unit/test_fuzz_gateway_api.py \
 	  tests/unit/test_fuzz_mcp.py \
-	  tests/unit/test_fuzz_agent_api.py tests/unit/test_isolation_audit.py tests/unit/test_sandbox.py \
+	  tests/unit/test_fuzz_agent_api.py tests/unit/test_validate_mutations.py tests/unit/test_isolation_audit.py \
+	  tests/unit/test_sandbox.py \
 	  tests/unit/test_secrets_scan.py $(PYTEST_ARGS)
+
+# Property tests and API fuzzing with random exploration (hypothesis profile `fuzz`, 10x `make test`'s cases,
+# OPSBENCH_FUZZ_FACTOR=N for another factor); the seed is printed first and last; SEED=<n> replays that session.
+# `make test` runs the same files derandomized (profile `ci`): the same cases every run. See docs/reliability.md.
+FUZZ_TESTS := tests/unit/test_fuzz_specs.py tests/unit/test_fuzz_outputs.py tests/unit/test_fuzz_gateway_api.py \
+  tests/unit/test_fuzz_agent_api.py tests/unit/test_fuzz_mcp.py
+SEED ?=
+fuzz:
+	@OPSBENCH_FUZZ=1 $(if $(SEED),OPSBENCH_FUZZ_SEED=$(SEED)) $(BIN)/pytest -s $(FUZZ_TESTS) $(PYTEST_ARGS)
 
 test-unit:
 	@$(BIN)/pytest -n $(TEST_WORKERS) tests/unit $(PYTEST_ARGS)

@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
-from orchestrator.spec import load_schema, spec_files
+from orchestrator.schemacheck import load_schema
+from orchestrator.spec import spec_files
 from orchestrator.yamlfile import read_yaml
 
 # Fault families, derived from the role name: (name prefix after `fault_`, family). A role

@@ -26,7 +26,8 @@ from orchestrator.argspecs import entry_options, load_argument_specs, role_dir
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.docgen import fault_family
 from orchestrator.errors import OpsBenchError
-from orchestrator.spec import SPEC_FILENAME, load_schema, spec_files
+from orchestrator.schemacheck import load_schema
+from orchestrator.spec import SPEC_FILENAME, spec_files
 from orchestrator.yamlfile import read_yaml
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"

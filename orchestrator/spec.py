@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
 from orchestrator.errors import Problem, SpecInvalid
+from orchestrator.schemacheck import schema_problems
 from orchestrator.yamlfile import read_yaml
 
 SPEC_FILENAME = "scenario.yaml"
-
-
-@cache
-def load_schema(name: str) -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads((paths.SCHEMAS_DIR / f"{name}.schema.json").read_text())
-    return schema
 
 
 def environment_role(application: str, backend: str = "local") -> str:
@@ -106,7 +99,12 @@ def spec_files(roots: list[Path] | None = None) -> list[Path]:
 
 
 def load_scenario(path: Path) -> Scenario:
+    """A spec that matches the schema, so every accessor of :class:`Scenario` can trust its types (the
+    semantic checks are `opsbench validate`'s, see :func:`find_scenario`); else SpecInvalid, located."""
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise SpecInvalid([Problem(str(path), "$", "a scenario spec must be a YAML mapping")])
+    problems = schema_problems(path, data, "scenario")
+    if problems:
+        raise SpecInvalid(problems)
     return Scenario(path=path, data=data)

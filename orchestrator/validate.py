@@ -8,33 +8,16 @@ environment declares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from orchestrator import paths
-from orchestrator.argspecs import check_role_args, role_dir
+from orchestrator.argspecs import check_role_args, role_dir, value_kind
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import Problem, SpecInvalid
-from orchestrator.spec import Scenario, environment_role, load_schema, spec_files
+from orchestrator.schemacheck import json_path, schema_problems
+from orchestrator.spec import Scenario, environment_role, spec_files
 from orchestrator.yamlfile import read_yaml
-
-
-def _json_path(parts: Iterable[Any]) -> str:
-    out = "$"
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
-def schema_problems(file: Path, data: Any, schema_name: str) -> list[Problem]:
-    validator = jsonschema.Draft202012Validator(load_schema(schema_name))
-    problems = []
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        problems.append(Problem(str(file), _json_path(err.absolute_path), err.message))
-    return problems
 
 
 def load_topology(application: str, backend: str = "local") -> dict[str, Any] | None:
@@ -46,9 +29,11 @@ def load_topology(application: str, backend: str = "local") -> dict[str, Any] | 
     return data if isinstance(data, dict) else None
 
 
-def load_registry() -> dict[str, dict[str, Any]]:
+def load_registry() -> dict[str, Any]:
+    """The registry's ``ids`` mapping (empty if the file or the mapping is missing); entries are as written,
+    so callers check that each is a mapping."""
     data = read_yaml(paths.ID_REGISTRY) if paths.ID_REGISTRY.is_file() else None
-    ids = (data or {}).get("ids", {})
+    ids = data.get("ids", {}) if isinstance(data, dict) else {}
     return ids if isinstance(ids, dict) else {}
 
 
@@ -65,7 +50,7 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
 
     cx = data["metadata"]["complexity"]
     want = complexity_value(cx["propagationLength"], cx["resolutionSteps"], len(cx["technologies"]))
-    if abs(want - cx["value"]) > 0.005:
+    if not abs(want - cx["value"]) <= 0.005:  # written so that a YAML .nan is reported too
         out.append(Problem(f, "$.metadata.complexity.value",
                            f"is {cx['value']} but Eq. 6 gives {want} for these inputs"))
     if complexity_level(want) != cx["level"]:
@@ -116,6 +101,10 @@ def registry_problems(scn: Scenario) -> list[Problem]:
         return [Problem(f, "$.metadata.id",
                         f"id '{scn.id}' is not registered; add it to {paths.ID_REGISTRY.name} "
                         "(ids are immutable and never reused)")]
+    registered_faults = entry.get("faults", []) if isinstance(entry, dict) else None
+    if not isinstance(registered_faults, list) or not all(isinstance(x, str) for x in registered_faults):
+        return [Problem(str(paths.ID_REGISTRY), json_path(("ids", scn.id)),
+                        "must be a mapping with application and faults (a list of role names)")]
     if entry.get("retired"):
         return [Problem(f, "$.metadata.id", f"id '{scn.id}' is retired and may not be reused")]
     problems = []
@@ -123,7 +112,7 @@ def registry_problems(scn: Scenario) -> list[Problem]:
         problems.append(Problem(f, "$.environment.application",
                                 f"id '{scn.id}' is registered for application "
                                 f"'{entry.get('application')}'; a new meaning needs a new id"))
-    if set(entry.get("faults", [])) != {x["role"] for x in scn.faults}:
+    if set(registered_faults) != {x["role"] for x in scn.faults}:
         problems.append(Problem(f, "$.faults",
                                 f"id '{scn.id}' is registered with fault roles {entry.get('faults', [])}; "
                                 "a new meaning needs a new id"))
@@ -142,13 +131,19 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
     problems = schema_problems(gt_path, gt, "ground_truth")
     if problems:
         return problems
+    problems += finops_truth_problems(g, gt)
     if gt["scenario"] != scn.id:
         problems.append(Problem(g, "$.scenario", f"is '{gt['scenario']}' but the spec's id is '{scn.id}'"))
     topo = load_topology(scn.data["environment"]["application"], scn.backend)
     if topo is None:
         return [*problems, Problem(g, "$.entities", f"environment '{scn.environment_role}' declares no "
                                                     "topology (files/topology.yml), so entities cannot be checked")]
-    known = {e["id"] for e in topo.get("entities", [])}
+    entities = topo.get("entities", [])
+    if not isinstance(entities, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
+                                                 for e in entities):
+        topo_file = role_dir(scn.environment_role) / "files" / "topology.yml"
+        return [*problems, Problem(str(topo_file), "$.entities", "must be a list of mappings, each with a string id")]
+    known = {e["id"] for e in entities}
     refs: list[tuple[str, str]] = [(f"$.entities[{i}].id", e["id"]) for i, e in enumerate(gt["entities"])]
     for i, p in enumerate(gt.get("propagations", [])):
         refs += [(f"$.propagations[{i}].source", p["source"]), (f"$.propagations[{i}].target", p["target"])]
@@ -166,12 +161,41 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
     for i, check in enumerate(scn.checks("manifestation")):
         if check["role"] != "check_alerts":
             continue
-        for j, labels in enumerate(check["args"].get("firing", [])):
+        firing = check["args"].get("firing")
+        if not isinstance(firing, list):  # null, a string, a mapping: the argument checks report it
+            continue
+        for j, labels in enumerate(firing):
+            where = f"$.checks.manifestation[{i}].args.firing[{j}]"
             name = labels.get("alertname") if isinstance(labels, dict) else None
             if not isinstance(name, str) or name not in expected:  # a list or mapping names no alert
-                problems.append(Problem(str(scn.path), f"$.checks.manifestation[{i}].args.firing[{j}]",
+                problems.append(Problem(str(scn.path), where,
                                         f"alert '{name}' is not among the ground truth's alerts "
                                         f"({', '.join(sorted(expected)) or 'none'}) in {gt_path.name}"))
+            for label, value in labels.items() if isinstance(labels, dict) else ():
+                if not isinstance(value, str):  # Alertmanager's labels are strings: this one never matches
+                    problems.append(Problem(str(scn.path), f"{where}.{label}",
+                                            f"label value must be a string, not {value_kind(value)}"))
+    return problems
+
+
+def finops_truth_problems(file: str, gt: dict[str, Any]) -> list[Problem]:
+    """What the FinOps scorers index without a default: every reference row has its question's keys and
+    fields, and a ranking's anomalies have their importance."""
+    finops = gt.get("finops", {})
+    problems = []
+    for i, question in enumerate(finops.get("answers", [])):
+        wanted = [*question["keys"], *question.get("fields", [])]
+        for j, row in enumerate(question["rows"]):
+            missing = [c for c in wanted if c not in row]
+            if missing:
+                problems.append(Problem(file, f"$.finops.answers[{i}].rows[{j}]",
+                                        f"lacks column(s) {', '.join(missing)} named by keys/fields"))
+    anomalies = finops.get("anomalies")
+    if anomalies is not None and anomalies["mode"] == "rank":
+        for i, item in enumerate(anomalies["items"]):
+            if not isinstance(item.get("importance"), int | float):
+                problems.append(Problem(file, f"$.finops.anomalies.items[{i}]",
+                                        "a ranking's anomaly needs a numeric importance"))
     return problems
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import jsonschema
 
-from orchestrator.spec import load_schema
+from orchestrator.schemacheck import load_schema
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",

@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 
-from orchestrator.spec import load_schema
+from orchestrator.schemacheck import load_schema
 
 # Task kind (scenario spec `tasks[].kind`) -> output schema (orchestrator/schemas/<name>.schema.json).
 SCHEMAS = {"diagnose": "diagnosis_output", "mitigate": "mitigation_output",

@@ -25,7 +25,7 @@ from typing import Any
 
 import jsonschema
 
-from orchestrator.spec import load_schema
+from orchestrator.schemacheck import load_schema
 
 SUBMIT_TOOL = "submit"
 

@@ -23,7 +23,7 @@ import yaml
 from orchestrator import paths
 from orchestrator.gateway import FakeControl, Gateway, GatewayOptions, load_context
 from orchestrator.gateway.rest import create_app
-from orchestrator.spec import load_schema
+from orchestrator.schemacheck import load_schema
 
 TOKEN = "tok3nS3cretValue0123456789abcdef"
 RUN_ID = "r1"

@@ -13,7 +13,8 @@ from orchestrator.docgen import (
     render_scenarios,
     write_docs,
 )
-from orchestrator.spec import load_schema, spec_files
+from orchestrator.schemacheck import load_schema
+from orchestrator.spec import spec_files
 from orchestrator.yamlfile import read_yaml
 
 

@@ -9,13 +9,13 @@ bodies matching the declared schemas; our own check adds that every refusal is {
 from __future__ import annotations
 
 import json
-import os
 import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
+from fuzzing import cases
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis import checks as st_checks
@@ -24,7 +24,7 @@ from orchestrator.agent_api import AgentAPI, openapi_document
 
 KEY = "agent-api-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
-PER_OPERATION = int(os.environ.get("OPSBENCH_SCHEMATHESIS_CASES", "50"))  # per operation, mode and phase
+PER_OPERATION = cases("OPSBENCH_SCHEMATHESIS_CASES", 50)  # per operation, mode and phase
 COUNT = {"cases": 0, "ok": 0, "refused": 0}
 CHECKS = [st_checks.not_a_server_error, st_checks.status_code_conformance, st_checks.content_type_conformance,
           st_checks.response_schema_conformance]

@@ -12,7 +12,6 @@ behind nothing fails, so any 5xx here is a bug.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 import schemathesis
 from fastapi.testclient import TestClient
+from fuzzing import cases
 from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
@@ -30,7 +30,7 @@ from orchestrator.gateway.errors import HTTP_STATUS
 from orchestrator.gateway.rest import create_app
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-PER_OPERATION = int(os.environ.get("OPSBENCH_SCHEMATHESIS_CASES", "50"))  # per operation and mode
+PER_OPERATION = cases("OPSBENCH_SCHEMATHESIS_CASES", 50)  # per operation and mode
 COUNT = {"cases": 0, "ok": 0, "refused": 0}
 
 

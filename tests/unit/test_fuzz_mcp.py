@@ -20,7 +20,6 @@ answers. `pytest -s` prints the counts. OPSBENCH_MCP_FUZZ_CASES sets the number 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fuzzing import cases
 from gateway_fixtures import TOKEN, FakeObservability, make_gateway, make_run_dir, serve_gateway, trajectory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from orchestrator.gateway.dispatch import Gateway
 from orchestrator.gateway.tools import BY_NAME
 
-CASES = int(os.environ.get("OPSBENCH_MCP_FUZZ_CASES", "600"))
+CASES = cases("OPSBENCH_MCP_FUZZ_CASES", 600)
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream",
            "Content-Type": "application/json"}
 RPC_CLIENT_ERRORS = {-32700, -32600, -32601, -32602}  # parse error, invalid request, no such method, bad params

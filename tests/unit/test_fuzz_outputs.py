@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fuzzing import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +31,7 @@ from orchestrator.evaluation.judge import judge_fields
 from orchestrator.evaluation.mitigation import score_mitigation
 from orchestrator.evaluation.process import score_process
 
-CASES = int(os.environ.get("OPSBENCH_FUZZ_CASES", "1000"))
+CASES = cases("OPSBENCH_FUZZ_CASES", 1000)
 COUNT: dict[str, int] = {"cases": 0, "scored": 0, "malformed": 0, "no_submission": 0}
 STATUSES = {"scored", "malformed", "no_submission"}
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fuzzing import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +35,7 @@ from orchestrator.validate import validate_scenario_file
 
 BASES = ["loopweb-web-down", "shop-cart-down", "shop-multi-redis-down-ads-latency", "ciso-sticky-bit-compliant",
          "finops-anomaly-ranking"]
-CASES = int(os.environ.get("OPSBENCH_FUZZ_CASES", "1000"))
+CASES = cases("OPSBENCH_FUZZ_CASES", 1000)
 COUNT: dict[str, int] = {"cases": 0, "accepted": 0, "problems": 0}
 
 json_scalars = (st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False)
