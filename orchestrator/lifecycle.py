@@ -37,6 +37,8 @@ PLAYBOOKS = {
     "manifestation": "check.yml", "handover": "handover.yml", "collect": "collect.yml",
     "evaluate": "evaluate.yml", "revoke": "revoke.yml", "remove": "remove.yml",
     "recovery": "check.yml", "teardown": "teardown.yml", "pristine": "pristine.yml",
+    # Recording a snapshot at handover instead of running an agent (orchestrator/snapshots/record.py).
+    "snapshot": "snapshot_record.yml",
 }
 # One trial on an environment that stays up (verify-scenarios, campaigns): no agent, no deploy.
 TRIAL_FORWARD = ["baseline", "inject", "manifestation"]

@@ -75,9 +75,10 @@ _DDL_V3 = """
 ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'agent'
 """
 AGENT = "agent"
-PURPOSES = (AGENT, "bench", "verify")
+PURPOSES = (AGENT, "bench", "verify", "record")
 """An agent being measured (``run``, ``campaign``); ``opsbench bench``'s no-op agent runs and the environments
-they are hosted on; ``opsbench verify-scenarios``'s environments (fault cycles without an agent)."""
+they are hosted on; ``opsbench verify-scenarios``'s environments (fault cycles without an agent);
+``opsbench snapshot record``'s trials and their environments (stopped at handover to record a snapshot)."""
 
 
 def _statements(ddl: str) -> list[str]:

@@ -54,6 +54,9 @@ def export(snapshot_dir: Path, archive: Path, compression: Compression | None = 
         with _writer(tmp, kind, preset) as tar:
             for rel in [INDEX, *sorted(info.files)]:
                 tar.add(info.path / rel, arcname=str(top / rel), recursive=False, filter=neutral)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o666 & ~umask)  # an archive to share: the usual mode, not mkstemp's private 0600
         os.replace(tmp, archive)
     except BaseException:
         tmp.unlink(missing_ok=True)

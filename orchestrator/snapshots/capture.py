@@ -12,8 +12,8 @@ scope, tool handlers and the telemetry store's rules), and writes what the repla
 * topology.json: the visible declared topology and the service calls measured from the window's traces;
 * telemetry/: log records and spans of the window in TelemetryStore's layout, without the machinery's records
   (`Scope.hidden_services`), so a TelemetryStore pointed at it answers as the live gateway did;
-* metrics/tsdb/: the TSDB without the machinery's series (the gateway's `visible_series` rule), rewritten by a
-  private Prometheus;
+* metrics/tsdb/: the TSDB of the evidence window without the machinery's series (the gateway's `visible_series`
+  rule), rewritten by a private Prometheus;
 * manifest.json: the agent's manifest without token, URLs, endpoints, run handle, deadline or paths.
 
 It never opens the scenario's ground truth, the run's `state/` (saved fault state) or the spec's faults; families
@@ -184,7 +184,8 @@ def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, ra
             families.append("services")
         if "metrics" in wants and raw_tsdb is not None:
             with tempfile.TemporaryDirectory(prefix="opsbench-capture-") as work:
-                rewrite_without(raw_tsdb, out / fmt.TSDB_DIR, Path(work) / "prometheus", machinery_matchers())
+                rewrite_without(raw_tsdb, out / fmt.TSDB_DIR, Path(work) / "prometheus", machinery_matchers(),
+                                keep_from=window_start)
             families.append("metrics")
     finally:
         ctx.close()

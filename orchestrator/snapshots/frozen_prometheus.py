@@ -257,13 +257,20 @@ class FrozenPrometheus:
         self.stop()
 
 
-def rewrite_without(tsdb_dir: Path, out_dir: Path, work_dir: Path, matchers: Sequence[str]) -> Path:
-    """A copy of `tsdb_dir` at `out_dir` without the series any of `matchers` selects, in Prometheus's own block
-    format: delete_series + clean_tombstones on a private admin-enabled instance, then its own TSDB snapshot."""
+def rewrite_without(tsdb_dir: Path, out_dir: Path, work_dir: Path, matchers: Sequence[str],
+                    keep_from: float | None = None) -> Path:
+    """A copy of `tsdb_dir` at `out_dir` without the series any of `matchers` selects, and without any sample
+    older than `keep_from` (Unix seconds) when given, in Prometheus's own block format: delete_series +
+    clean_tombstones on a private admin-enabled instance, then its own TSDB snapshot. The cut keeps an earlier
+    incident on a shared host (its ALERTS, its metrics) out of the next trial's snapshot: live, the gateway hid
+    it (`visible_since`); frozen, it is simply not there."""
     with FrozenPrometheus(tsdb_dir, work_dir, admin=True) as prom:
-        if matchers:
-            api(prom.url, "/api/v1/admin/tsdb/delete_series", [("match[]", m) for m in matchers], method="POST",
-                timeout=120)
+        deletes: list[list[tuple[str, str]]] = [[("match[]", m) for m in matchers]] if matchers else []
+        if keep_from is not None:
+            deletes.append([("match[]", '{__name__=~".+"}'), ("start", "0"), ("end", f"{keep_from - 0.001:.3f}")])
+        for params in deletes:
+            api(prom.url, "/api/v1/admin/tsdb/delete_series", params, method="POST", timeout=120)
+        if deletes:
             api(prom.url, "/api/v1/admin/tsdb/clean_tombstones", method="POST", timeout=300)
         made = api(prom.url, "/api/v1/admin/tsdb/snapshot", method="POST", timeout=300)
         name = str((made or {}).get("name") or "")

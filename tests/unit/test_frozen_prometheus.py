@@ -112,3 +112,14 @@ def test_rewrite_without_drops_selected_series(tsdb: Path, tmp_path: Path) -> No
         assert services == ["cart"]
         assert prom.query("prometheus_tsdb_head_series", FROZEN_NOW)["result"] == []
         assert prom.query('http_requests_total{service="cart"}', FROZEN_NOW)["result"]
+
+
+def test_rewrite_without_cuts_samples_before_the_window(tsdb: Path, tmp_path: Path) -> None:
+    keep_from = FROZEN_NOW - 600
+    out = fp.rewrite_without(tsdb, tmp_path / "clean", tmp_path / "work", [], keep_from=keep_from)
+    with fp.FrozenPrometheus(out, tmp_path / "prom") as prom:
+        series = prom.query_range('http_requests_total{service="cart"}', FROZEN_NOW - 1800, FROZEN_NOW, 15)
+        times = [float(t) for t, _ in series["result"][0]["values"]]
+        assert min(times) >= keep_from and max(times) == FROZEN_NOW
+        # Before the window there is nothing, not even a stale last sample within the lookback.
+        assert prom.query('http_requests_total{service="cart"}', keep_from - 1)["result"] == []

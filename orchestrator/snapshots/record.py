@@ -1,0 +1,313 @@
+"""Record live incidents as snapshots: the library behind `opsbench snapshot record`.
+
+A recording is a live trial cut at handover: baseline -> inject -> manifestation -> handover, then the `snapshot`
+step (playbooks/snapshot_record.yml, one ansible-runner invocation like every step), then revoke -> remove ->
+recovery and the leftover check exactly as a campaign trial does (`Run.cleanup`, the lifecycle's own undo
+machinery: Ctrl-C, a failed step or `opsbench cleanup` after a SIGKILL end the same way as for any run).
+Scenarios of one environment share one deployment, as `verify-scenarios` and campaigns do: the host is deployed
+once, each recording is a run of its own on it (`Run.trial_on`, purpose `record`, left out of results), and it is
+torn down at the end. A trial that leaves the host dirty gets the rest a fresh host.
+
+The evidence window runs from when the trial's evidence starts (the previous trial's recovery on a shared host,
+else the host's deploy) to handover, the frozen now, and is capped at `DEFAULT_WINDOW_CAP_S` (a setting,
+`--window-cap`). The snapshot is written to a hidden staging directory and renamed to `<out>/<snapshot id>` only
+once the step succeeded, so an interrupted or failed recording leaves no half snapshot in the corpus.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from orchestrator import store
+from orchestrator.catalog import find_scenario
+from orchestrator.errors import OpsBenchError
+from orchestrator.harness.verify import environment_key
+from orchestrator.lifecycle import Interrupts, Progress, Run
+from orchestrator.spec import Scenario, spec_files
+
+RECORD = "record"
+"""The purpose (store.PURPOSES) of recording runs: the harness's own, never counted as agent results."""
+SNAPSHOT_STEP = "snapshot"
+RECORD_FORWARD = ["baseline", "inject", "manifestation", "handover"]
+REPLAYABLE_KINDS = frozenset({"diagnose"})
+"""Task kinds a frozen incident can pose: they read evidence. Mitigation changes the world; CISO assessments and
+FinOps analyses read evidence the snapshot does not capture (host files, cost data)."""
+REPLAYABLE_BACKENDS = frozenset({"local"})
+DEFAULT_WINDOW_CAP_S = 1800.0
+"""At most 30 minutes of evidence before handover: what an agent can usefully read, and it bounds the size."""
+STAGING_PREFIX = ".recording-"
+
+
+def not_replayable(scn: Scenario) -> str | None:
+    """Why `scn` cannot be recorded for replay, or None when it can."""
+    if scn.backend not in REPLAYABLE_BACKENDS:
+        return f"runs on the {scn.backend} backend; recording needs the local backend (its Prometheus and telemetry)"
+    kinds = sorted({t["kind"] for t in scn.data["tasks"]} - REPLAYABLE_KINDS)
+    if kinds:
+        return (f"has {', '.join(kinds)} task(s): a frozen incident can only pose "
+                f"{', '.join(sorted(REPLAYABLE_KINDS))} tasks (mitigation needs the live world)")
+    return None
+
+
+def replayable_scenarios() -> list[Scenario]:
+    """Every scenario `record --all` records: diagnosis-only scenarios of the local backend, validated."""
+    from orchestrator.spec import load_scenario
+
+    return [find_scenario(str(f)) for f in spec_files() if not_replayable(load_scenario(f)) is None]
+
+
+def choose(ids: tuple[str, ...] | list[str], every: bool) -> list[Scenario]:
+    """The scenarios to record: `ids`, or every replayable one; a scenario that cannot be replayed is an error."""
+    if every and ids:
+        raise OpsBenchError("give scenario ids or --all, not both")
+    if every:
+        return replayable_scenarios()
+    if not ids:
+        raise OpsBenchError("no scenarios: give scenario ids or --all (see `opsbench list`)")
+    chosen = [find_scenario(i) for i in ids]
+    for scn in chosen:
+        why = not_replayable(scn)
+        if why:
+            raise OpsBenchError(f"scenario {scn.id} cannot be recorded as a snapshot: it {why}")
+    return chosen
+
+
+@dataclass
+class Recording:
+    """One recording's outcome: the snapshot made (or why none was) and where the time went."""
+
+    scenario: str
+    repeat: int
+    status: str  # recorded | invalid | error | timeout | interrupted
+    reason: str = ""
+    snapshot_id: str = ""
+    path: str = ""
+    bytes: int = 0
+    files: int = 0
+    families: list[str] = field(default_factory=list)
+    window: list[float] = field(default_factory=list)
+    run_id: str = ""
+    host: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "recorded"
+
+
+def evidence_window(frozen_now: float, floor: float, cap_s: float) -> tuple[float, float]:
+    """(start, end) of the evidence window: from `floor` (when the trial's evidence starts) to the frozen now,
+    never longer than `cap_s`."""
+    start = max(min(floor, frozen_now), frozen_now - cap_s)
+    return round(start, 3), round(frozen_now, 3)
+
+
+class RecordingRun(Run):
+    """A trial on a host that stops at handover to record a snapshot instead of running an agent."""
+
+    def extravars(self, step: str) -> dict[str, Any]:
+        ev = super().extravars(step)
+        if step == SNAPSHOT_STEP:
+            ev.update(self.state["vars"]["snapshot"])
+        return ev
+
+    def execute_recording(self, out: Path, *, healthy: bool, floor: float,
+                          cap_s: float = DEFAULT_WINDOW_CAP_S) -> dict[str, Any]:
+        """The forward steps up to handover (no baseline when the host just proved it healthy), the snapshot
+        step, then revoke, remove, recovery and the leftover check; the summary carries `snapshot`."""
+        forward = [s for s in RECORD_FORWARD if not (healthy and s == "baseline")]
+        total = len(forward) + 5
+        staging = Path(out) / f"{STAGING_PREFIX}{self.id}"
+        try:
+            self._forward(forward, total)
+            if self.state["status"] == "completed":
+                self._snapshot(Path(out), staging, len(forward) + 1, total, floor, cap_s)
+            self.cleanup(first_index=len(forward) + 2, total=total)
+            if "remove" in self.state["done"] or "inject" not in self.state["started"]:
+                pristine = self._step("pristine", total, total, cleanup=True)
+                leftovers = pristine.stats.get("leftovers", []) if pristine.ok else ["leftover check failed"]
+                self.state["leftovers"] = leftovers
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # a recording cut short: never half a snapshot
+            self.archive()
+            self._save()
+            store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
+        return self.summary()
+
+    def _snapshot(self, out: Path, staging: Path, index: int, total: int, floor: float, cap_s: float) -> None:
+        if self._interrupted():
+            self.state["status"], self.state["reason"] = "interrupted", f"interrupted before {SNAPSHOT_STEP}"
+            return
+        frozen_now = float(self.state["results"]["handover"]["ended_at"])
+        start, end = evidence_window(frozen_now, floor, cap_s)
+        shutil.rmtree(staging, ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+        self.state["vars"]["snapshot"] = {
+            "opsbench_snapshot_out": str(staging), "opsbench_scenario_id": self.state["scenario_id"],
+            "opsbench_spec_version": int(self.state["spec_version"]), "opsbench_frozen_now": end,
+            "opsbench_window_start": start,
+            **({"opsbench_visible_since": self.state["visible_since"]}
+               if self.state.get("visible_since") is not None else {}),
+        }
+        result = self._step(SNAPSHOT_STEP, index, total)
+        made = result.stats.get("snapshot") if result.ok else None
+        if not isinstance(made, dict) or not made.get("snapshot_id"):
+            why = "; ".join(result.failures)[:1000] or f"the step reported no snapshot ({result.status})"
+            self.state["status"] = "interrupted" if result.status == "canceled" else "error"
+            self.state["reason"] = f"step {SNAPSHOT_STEP} {result.status}: {why}"
+            return
+        target = out / str(made["snapshot_id"])
+        staging.rename(target)
+        self.state["snapshot"] = {**made, "path": str(target), "window": [start, end]}
+        self._save()
+
+    def summary(self) -> dict[str, Any]:
+        return {**super().summary(), **({"snapshot": self.state["snapshot"]} if "snapshot" in self.state else {})}
+
+
+def _json(data: Any) -> str:
+    import json
+
+    return json.dumps(data, sort_keys=True)
+
+
+def _recording(scn: Scenario, repeat: int, trial: RecordingRun, summary: dict[str, Any], host: Run,
+               deploy_s: float | None, wall_s: float) -> Recording:
+    phases = trial.state["results"]
+    secs = {k: float(v.get("elapsed") or 0.0) for k, v in phases.items()}
+    seconds = {"lifecycle": round(sum(secs.get(s, 0.0) for s in RECORD_FORWARD), 1),
+               "snapshot": round(secs.get(SNAPSHOT_STEP, 0.0), 1),
+               "cleanup": round(sum(secs.get(s, 0.0) for s in ("revoke", "remove", "recovery", "pristine")), 1),
+               "trial": round(wall_s, 1)}
+    if deploy_s is not None:
+        seconds["deploy"] = round(deploy_s, 1)
+    seconds["total"] = round(wall_s + (deploy_s or 0.0), 1)
+    made = summary.get("snapshot") or {}
+    status = "recorded" if made and summary["status"] == "completed" else summary["status"]
+    if status == "completed":
+        status = "error"
+    reason = summary.get("reason", "")
+    if made and summary.get("cleanup") != "done":
+        reason = f"recorded, but clean-up failed: {'; '.join(summary.get('cleanup_problems', []))[:300]}"
+    return Recording(scn.id, repeat, status, reason, str(made.get("snapshot_id") or ""), str(made.get("path") or ""),
+                     int(made.get("bytes") or 0), int(made.get("files") or 0), list(made.get("families") or []),
+                     list(made.get("window") or []), trial.id, host.id, seconds)
+
+
+def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Progress, interrupts: Interrupts,
+                     emit: Callable[[Recording], None], cap_s: float) -> None:
+    """Deploy one environment, record every cell on it (a fresh one after a trial that left it dirty), tear down."""
+    host: Run | None = None
+    healthy, since, deploy_s = False, None, None
+    try:
+        for scn, repeat in cells:
+            if interrupts.set:
+                emit(Recording(scn.id, repeat, "interrupted", "interrupted"))
+                continue
+            if host is None:
+                host = Run.create(scn, agent=None, keep=False, progress=progress, purpose=RECORD)
+                host.interrupts = interrupts
+                host.state["status"] = "hosting"
+                progress.message(f"environment {host.id} ({scn.environment['application']}) for recording")
+                deploy = host._step("deploy", 1, 1)
+                healthy, since, deploy_s = False, None, deploy.elapsed
+                if deploy.status != "successful":
+                    reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}"
+                    emit(Recording(scn.id, repeat, "error", reason, host=host.id))
+                    _close(host)
+                    host = None
+                    continue
+            progress.message(f"{scn.id}: recording {repeat}")
+            floor = since if since is not None else float(host.state["results"]["deploy"]["started_at"])
+            start = time.monotonic()
+            trial = cast(RecordingRun, RecordingRun.trial_on(host, scn, agent=None, visible_since=since,
+                                                             purpose=RECORD))
+            summary = trial.execute_recording(out, healthy=healthy, floor=floor, cap_s=cap_s)
+            since = time.time()
+            emit(_recording(scn, repeat, trial, summary, host, deploy_s, time.monotonic() - start))
+            deploy_s = None
+            clean = summary.get("recovered") is not False and not summary.get("leftovers") \
+                and summary.get("cleanup") == "done"
+            healthy = clean and summary.get("recovered") is True
+            if not clean or not scn.environment.get("reuse", True):
+                progress.message(f"environment {host.id} is not back at baseline: a fresh one for the rest")
+                _close(host)
+                host = None
+    finally:
+        if host is not None:
+            _close(host)
+
+
+def _close(host: Run) -> None:
+    host.state["status"] = "hosted"
+    host.cleanup()
+
+
+def remove_stale_staging(out: Path) -> list[Path]:
+    """Delete staging directories left in `out` by a killed recorder (its trial's process is gone)."""
+    from orchestrator.runs import alive
+
+    removed = []
+    for staging in sorted(Path(out).glob(f"{STAGING_PREFIX}*")) if Path(out).is_dir() else []:
+        row = store.get_run(staging.name.removeprefix(STAGING_PREFIX))
+        if row is None or row["status"] != "running" or not alive(row["pid"]):
+            shutil.rmtree(staging, ignore_errors=True)
+            removed.append(staging)
+    return removed
+
+
+def record(scenarios: list[Scenario], out: Path, repeats: int, progress: Progress,
+           on_recording: Callable[[Recording], None] = lambda r: None,
+           cap_s: float = DEFAULT_WINDOW_CAP_S) -> list[Recording]:
+    """Record every scenario `repeats` times into `out`, scenarios of one environment on one shared host."""
+    if cap_s <= 0:
+        raise OpsBenchError("the evidence window cap must be positive")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(out)
+    groups: dict[str, list[tuple[Scenario, int]]] = {}
+    for scn in scenarios:
+        groups.setdefault(environment_key(scn), []).extend((scn, r) for r in range(1, repeats + 1))
+    made: list[Recording] = []
+
+    def emit(rec: Recording) -> None:
+        made.append(rec)
+        on_recording(rec)
+
+    with Interrupts(progress.message) as interrupts:
+        for cells in groups.values():
+            _record_on_hosts(cells, out, progress, interrupts, emit, cap_s)
+    return made
+
+
+def as_dicts(recordings: list[Recording]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in recordings]
+
+
+def describe(rec: Recording) -> str:
+    """One finished recording as a progress line."""
+    if rec.ok:
+        return (f"  {rec.scenario} #{rec.repeat}: {rec.snapshot_id} ({rec.bytes / 1e6:.1f} MB, "
+                f"window {rec.window[1] - rec.window[0]:.0f}s) in {rec.seconds.get('total', 0):.0f}s")
+    return f"  {rec.scenario} #{rec.repeat}: {rec.status} ({rec.reason[:300]})"
+
+
+def render(recordings: list[Recording]) -> str:
+    """The table `snapshot record` prints: per recording its snapshot, size and where the time went."""
+    head = ("SCENARIO", "#", "STATUS", "SNAPSHOT", "MB", "WINDOW s", "DEPLOY s", "TO HANDOVER s", "SNAPSHOT s",
+            "CLEANUP s", "TOTAL s")
+    rows = [(r.scenario, str(r.repeat), r.status, r.snapshot_id or "-", f"{r.bytes / 1e6:.1f}" if r.ok else "-",
+             f"{r.window[1] - r.window[0]:.0f}" if r.window else "-", f"{r.seconds.get('deploy', 0):.0f}",
+             f"{r.seconds.get('lifecycle', 0):.0f}", f"{r.seconds.get('snapshot', 0):.0f}",
+             f"{r.seconds.get('cleanup', 0):.0f}", f"{r.seconds.get('total', 0):.0f}") for r in recordings]
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *rows]]
+    lines += [f"  {r.scenario} #{r.repeat}: {r.reason}" for r in recordings if r.reason]
+    ok = sum(r.ok for r in recordings)
+    lines.append(f"{ok}/{len(recordings)} recording(s) made")
+    return "\n".join(lines)
