@@ -123,13 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["deploy", "teardown"])
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--snapshot", type=Path, help="the snapshot directory (deploy)")
-    parser.add_argument("--scenario", default=None, help="the run's scenario id; deploy refuses another's snapshot")
+    parser.add_argument("--scenario", default=None,
+                        help="the run's scenario id; deploy refuses another's snapshot (empty: not checked)")
     args = parser.parse_args(argv)
     if args.action == "deploy":
         if args.snapshot is None:
             parser.error("deploy needs --snapshot")
         try:
-            env = deploy(args.snapshot, args.run_dir, scenario=args.scenario)
+            env = deploy(args.snapshot, args.run_dir, scenario=args.scenario or None)
         except fmt.SnapshotError as exc:
             print(str(exc), file=sys.stderr)
             return 2
