@@ -3,7 +3,7 @@
 One module per command group, each command a thin shell over a library function:
 `run` (run, runs, show, cleanup, topology), `scenarios` (list, validate, docs), `harness` (campaign, bench,
 verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (new fault, new scenario),
-`awx` (awx export). Libraries are imported inside the commands, so ``opsbench --help`` stays fast.
+`awx` (awx export), `replay` (replay). Libraries are imported inside the commands, so ``opsbench --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -38,3 +38,4 @@ def main() -> None:
 for _module in (run, scenarios, harness, results, scaffold, awx):
     for _command in _module.COMMANDS:
         main.add_command(_command)
+main.add_command(__import__("orchestrator.cli.replay", fromlist=["replay"]).replay)  # own line: merges cleanly
