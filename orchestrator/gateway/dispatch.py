@@ -10,6 +10,7 @@ a turn on it); calls refused because the budget is exhausted are recorded but no
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -140,6 +141,7 @@ class Gateway:
     def _record(self, name: str, args: Any, tool: Tool[Any] | None, outcome: Outcome, ts: float, elapsed: float,
                 transport: Transport) -> None:
         token = self.ctx.current_token()
+        answer = json.dumps(outcome.body(), default=str)
         record: dict[str, Any] = {
             "ts": ts,
             "tool": name or "(none)",
@@ -147,7 +149,8 @@ class Gateway:
             "status": "ok" if outcome.ok else TRAJECTORY_STATUS[outcome.error.code if outcome.error else "invalid"],
             "elapsed": round(max(elapsed, 0.0), 6),
             "transport": transport,
-            "result_bytes": len(json.dumps(outcome.body(), default=str)) if outcome.ok else 0,
+            "result_bytes": len(answer) if outcome.ok else 0,
+            "result_sha256": hashlib.sha256(answer.encode()).hexdigest(),
         }
         if tool is not None:
             record["family"] = tool.family
