@@ -16,8 +16,6 @@ from snapshot_fixtures import build_tsdb
 from orchestrator.snapshots import capture
 from orchestrator.snapshots import format as fmt
 
-MANIFEST_TOPOLOGY_NOTE = "the manifest's topology is the environment's (machinery included), as agent_access writes it"
-
 
 def live_run(root: Path, obs: FakeObservability) -> Path:
     """The gateway tests' live run directory with the manifest agent_access would have written at handover."""
