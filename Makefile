@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
-	@echo "make test                    the CI suite: unit + end to end, two workers (about 40 min on 2 cores)"
+	@echo "make test                    the CI suite: unit + end to end, two workers (about 60 min on 2 cores)"
 	@echo "make test-full               make test, then make reliability (everything)"
 	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...'] [BACKEND=kubernetes]"
 	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
@@ -47,12 +47,15 @@ bootstrap:
 images:
 	@$(BIN)/ansible-playbook playbooks/images.yml
 
-# Two workers: each end-to-end file runs whole on one worker (its deployment made once) while unit tests spread
-# over both; most end-to-end time is waiting on the world (alerts, recovery), so the files overlap well.
-# The 30 slowest tests are listed at the end (per-test durations; docs/performance.md has the per-file table).
+# Two workers: the end-to-end tests run in order on one (tests/e2e/conftest.py says why not in parallel) while the
+# unit tests, the replay tests on the sample snapshots among them, run on the other. The 30 slowest tests are
+# listed at the end.
 TEST_WORKERS ?= 2
+# Replays per sample snapshot in the determinism test (make reliability: 10).
+REPLAY_TRIALS ?= 5
 test:
-	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS); rc=$$?; \
+	@OPSBENCH_REPLAY_TRIALS=$(REPLAY_TRIALS) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 \
+	  $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: treating as failure"; exit 1; fi; exit $$rc
 
 # `make test`, then what does not fit CI's budget (`make reliability`).
@@ -68,6 +71,7 @@ reliability:
 	  tests/unit/test_fuzz_agent_api.py tests/unit/test_validate_mutations.py tests/unit/test_isolation_audit.py \
 	  tests/unit/test_sandbox.py \
 	  tests/unit/test_secrets_scan.py $(PYTEST_ARGS)
+	@OPSBENCH_REPLAY_TRIALS=10 $(BIN)/pytest tests/unit/test_replay_determinism.py $(PYTEST_ARGS)
 
 # Property tests and API fuzzing with random exploration (hypothesis profile `fuzz`, 10x `make test`'s cases,
 # OPSBENCH_FUZZ_FACTOR=N for another factor); the seed is printed first and last; SEED=<n> replays that session.

@@ -43,6 +43,12 @@ PLAYBOOKS = {
 # One trial on an environment that stays up (verify-scenarios, campaigns): no agent, no deploy.
 TRIAL_FORWARD = ["baseline", "inject", "manifestation"]
 TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
+# One replay trial on a frozen environment (roles/env_snapshot): the incident was recorded at handover, so there is
+# nothing to inject or remove; revoke is its only undo step, and the host's teardown stops the frozen Prometheus.
+REPLAY_FORWARD = ["handover", "agent", "collect", "evaluate"]
+SNAPSHOT_ROLE = "env_snapshot"
+LIVE_ONLY_KINDS = frozenset({"mitigate"})
+"""Task kinds that need the live world (a mitigation, a cost mitigation, is scored by what it changed)."""
 # Undo step -> the step whose start makes it necessary.
 UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
 DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
@@ -231,6 +237,31 @@ class Run:
         trial = cls(state, host.progress)
         trial.interrupts = host.interrupts
         return trial
+
+    @classmethod
+    def replay_host(cls, scn: Scenario, snapshot: Path, snapshot_id: str, progress: Progress | None = None,
+                    purpose: str = store.AGENT) -> Run:
+        """A run whose environment is the frozen incident in `snapshot` (roles/env_snapshot instead of the scenario's
+        environment role): deployed once, replay trials run on it (`replay_trial_on`), torn down at the end (which
+        stops its frozen Prometheus, also from `opsbench cleanup` after a SIGKILL)."""
+        host = cls.create(scn, agent=None, keep=False, progress=progress, purpose=purpose)
+        host.state["vars"]["environment"] = {
+            "name": "environment", "role": SNAPSHOT_ROLE,
+            "vars": resolve_role_vars(SNAPSHOT_ROLE, "deploy", {"path": str(snapshot), "scenario": scn.id})}
+        host._tag_replay(snapshot_id)
+        return host
+
+    @classmethod
+    def replay_trial_on(cls, host: Run, scn: Scenario, agent: str | None, tool_profile: str = "full") -> Run:
+        """A replay trial on `host` (see `replay_host`), recorded as a run of its own with mode ``replay``."""
+        trial = cls.trial_on(host, scn, agent, tool_profile)
+        trial._tag_replay(str(host.state["snapshot_id"]))
+        return trial
+
+    def _tag_replay(self, snapshot_id: str) -> None:
+        self.state["mode"], self.state["snapshot_id"] = store.REPLAY, snapshot_id
+        self._save()
+        store.update_run(self.id, mode=store.REPLAY, snapshot_id=snapshot_id)
 
     @classmethod
     def load(cls, run_id: str, progress: Progress | None = None) -> Run:
@@ -468,6 +499,19 @@ class Run:
             store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
         return self.summary()
 
+    def execute_replay_trial(self) -> dict[str, Any]:
+        """handover -> agent -> collect -> evaluate, then revoke; never deploy, inject, remove or teardown (the host
+        owns the frozen environment). Per-run files are moved into this run's own directory at the end."""
+        total = len(REPLAY_FORWARD) + 1
+        try:
+            self._forward(list(REPLAY_FORWARD), total)
+            self.cleanup(first_index=total, total=total)
+        finally:
+            self.archive()
+            self._save()
+            store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
+        return self.summary()
+
     def archive(self) -> None:
         """Move this run's per-run files (agent, artifacts, evaluation, gateway) from the shared run dir into
         its own directory, so the next trial on the environment starts with none."""
@@ -601,6 +645,8 @@ class Run:
             "phases": {k: {"status": v["status"], "elapsed": v.get("elapsed")} for k, v in res.items()},
             "run_dir": str(self.record_dir),
             **({"host": self.state["host"], "leftovers": self.state.get("leftovers")} if "host" in self.state else {}),
+            **({"mode": self.state["mode"], "snapshot_id": self.state.get("snapshot_id")} if "mode" in self.state
+               else {}),
             **({"cleanup_interrupted": self.state["cleanup_interrupted"]} if "cleanup_interrupted" in self.state
                else {}),
             **({"cleanup_retried": self.state["cleanup_retried"]} if "cleanup_retried" in self.state else {}),

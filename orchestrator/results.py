@@ -7,7 +7,8 @@ evaluated; runs that errored, were interrupted or whose fault did not manifest a
 ``excluded`` (not the agent's failure). Among trials, ``no_submission`` and ``malformed``
 outputs are kept apart from wrong answers. Runs the harness made to measure itself (purpose
 ``bench``: ``opsbench bench``'s no-op agent) are left out unless asked for, and counted, so
-the output can say so. See docs/evaluation.md ("Results").
+the output can say so. Replays of frozen incidents (mode ``replay``) are labelled ``name [replay]``, so every table
+(results, leaderboard, report) shows them apart from live trials of the same agent. See docs/evaluation.md ("Results").
 """
 
 from __future__ import annotations
@@ -49,13 +50,16 @@ class Trial:
 
     run_id: str
     scenario: str
-    agent: str  # display label: "name" or "name (model)", then " [purpose]" for the harness's own runs
+    agent: str  # display label: "name" or "name (model)", then " [purpose]" for the harness's own runs and
+    # " [replay]" for replays of snapshots, so live and replay trials are never pooled
     agent_name: str
     model: str | None
     created: float
     run_status: str
     outcome: str
     purpose: str = store.AGENT
+    mode: str = store.LIVE
+    snapshot_id: str | None = None
     ntam_fl: float | None = None
     ntam_fpc: float | None = None
     agent_elapsed: float | None = None
@@ -143,7 +147,9 @@ def load(agent: str | None = None, scenario: str | None = None, since: float | N
             name, model = store.agent_identity(run.get("agent"))
         name = name or "unknown"
         purpose = run.get("purpose") or store.AGENT
-        label = (f"{name} ({model})" if model else name) + ("" if purpose == store.AGENT else f" [{purpose}]")
+        mode = run.get("mode") or store.LIVE
+        tags = [t for t in (purpose if purpose != store.AGENT else "", mode if mode != store.LIVE else "") if t]
+        label = (f"{name} ({model})" if model else name) + (f" [{', '.join(tags)}]" if tags else "")
         if agent and agent not in (label, name, model, run.get("agent")):
             continue
         if purpose != store.AGENT and not include_harness:
@@ -155,7 +161,7 @@ def load(agent: str | None = None, scenario: str | None = None, since: float | N
         trials.append(Trial(
             run_id=run["id"], scenario=run["scenario_id"], agent=label, agent_name=name, model=model,
             created=run["created"], run_status=run["status"], outcome=classify(run["status"], scores, pass_key),
-            purpose=purpose,
+            purpose=purpose, mode=mode, snapshot_id=run.get("snapshot_id"),
             ntam_fl=_num(scores.get("ntam_fl")), ntam_fpc=_num(scores.get("ntam_fpc")),
             agent_elapsed=_num(timing.get("elapsed")), submitted=_num(timing.get("submitted")),
             mttr=_num(evaluations.get("mitigation", {}).get("mttr")), meta=meta,

@@ -33,7 +33,7 @@ def render_summary(s: dict[str, Any]) -> str:
 def render_run(run: dict[str, Any]) -> str:
     """A recorded run (``runs.load_run``): header, phase timeline relative to its creation, then its summary."""
     lines = [f"run {run['id']}  scenario {run['scenario_id']} v{run['spec_version']} "
-             f"({run['spec_digest']})  status {run['status']}  purpose {run['purpose']}"]
+             f"({run['spec_digest']})  status {run['status']}  purpose {run['purpose']}  {_mode(run)}"]
     t0 = run["created"]
     for p in run["phases"]:
         ended = f"{p['ended'] - p['started']:6.1f}s" if p["ended"] else "   ...  "
@@ -46,8 +46,15 @@ def render_run(run: dict[str, Any]) -> str:
 
 def render_runs(rows: list[dict[str, Any]]) -> str:
     """The list of recorded runs (``store.list_runs``), one line each."""
-    lines = [f"{'RUN':<24} {'SCENARIO':<36} {'STATUS':<12} {'PURPOSE':<8} CREATED"]
+    lines = [f"{'RUN':<24} {'SCENARIO':<36} {'STATUS':<12} {'PURPOSE':<8} {'MODE':<6} CREATED"]
     for r in rows:
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))
-        lines.append(f"{r['id']:<24} {r['scenario_id']:<36} {r['status']:<12} {r['purpose']:<8} {created}")
+        lines.append(f"{r['id']:<24} {r['scenario_id']:<36} {r['status']:<12} {r['purpose']:<8} "
+                     f"{r.get('mode') or 'live':<6} {created}")
     return "\n".join(lines)
+
+
+def _mode(run: dict[str, Any]) -> str:
+    """``mode live``, or ``mode replay of <snapshot id>``."""
+    mode = run.get("mode") or "live"
+    return f"mode {mode}" + (f" of {run['snapshot_id']}" if run.get("snapshot_id") else "")

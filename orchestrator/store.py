@@ -9,7 +9,8 @@ keeps who ran it (``agent_name``, ``model``) and what the scenario was when it r
 holds one row per evaluator metric, written when the run's outcome is recorded, so
 aggregation is a query rather than a re-parse of every outcome. Each run also keeps its
 ``purpose`` (PURPOSES): an agent being measured, or the harness measuring itself (``bench``,
-``verify-scenarios``); results leave the harness's runs out unless asked.
+``verify-scenarios``); results leave the harness's runs out unless asked. And its ``mode`` (MODES): ``live`` on a
+running environment, or ``replay`` of a recorded snapshot (``snapshot_id`` says which); results keep them apart.
 """
 
 from __future__ import annotations
@@ -81,6 +82,17 @@ they are hosted on; ``opsbench verify-scenarios``'s environments (fault cycles w
 ``opsbench snapshot record``'s trials and their environments (stopped at handover to record a snapshot)."""
 
 
+# v4: live or replay (MODES), and the snapshot a replay served; every run recorded before ran live.
+_DDL_V4 = """
+ALTER TABLE runs ADD COLUMN mode TEXT NOT NULL DEFAULT 'live';
+ALTER TABLE runs ADD COLUMN snapshot_id TEXT
+"""
+LIVE = "live"
+REPLAY = "replay"
+MODES = (LIVE, REPLAY)
+"""A trial on a running environment, or a replay of a frozen incident (``opsbench replay``)."""
+
+
 def _statements(ddl: str) -> list[str]:
     return [s.strip() for s in ddl.split(";") if s.strip()]
 
@@ -121,11 +133,18 @@ def _migrate_v3(db: sqlite3.Connection) -> None:
         db.executemany("UPDATE runs SET purpose = 'bench' WHERE id = ?", [(i,) for i in sorted(ids)])
 
 
+def _migrate_v4(db: sqlite3.Connection) -> None:
+    """Add ``mode`` (default live) and ``snapshot_id``: no replay existed before."""
+    for stmt in _statements(_DDL_V4):
+        db.execute(stmt)
+
+
 # Version N is reached by running MIGRATIONS[N - 1] on a database at version N - 1.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_v1,
     _migrate_v2,
     _migrate_v3,
+    _migrate_v4,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -220,9 +239,17 @@ def check_purpose(purpose: str) -> str:
     return purpose
 
 
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"run mode {mode!r}: one of {', '.join(MODES)}")
+    return mode
+
+
 def create_run(run: dict[str, Any]) -> None:
-    """Index a new run; ``run["purpose"]`` (one of PURPOSES) defaults to an agent run."""
+    """Index a new run; ``run["purpose"]`` (one of PURPOSES) defaults to an agent run, ``run["mode"]`` (MODES) to
+    live (a replay names its ``snapshot_id``)."""
     purpose = check_purpose(run.get("purpose") or AGENT)
+    mode = check_mode(run.get("mode") or LIVE)
     now = time.time()
     derived_name, derived_model = agent_identity(run.get("agent"))
     meta = run.get("scenario_meta")
@@ -231,10 +258,12 @@ def create_run(run: dict[str, Any]) -> None:
     with connect() as db:
         db.execute(
             "INSERT INTO runs (id, scenario_id, spec_version, spec_digest, status, pid, run_dir, agent,"
-            " agent_name, model, scenario_meta, purpose, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " agent_name, model, scenario_meta, purpose, mode, snapshot_id, created, updated)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run["id"], run["scenario_id"], run["spec_version"], run["spec_digest"], run["status"],
              run["pid"], run["run_dir"], run.get("agent"), run.get("agent_name") or derived_name,
-             run.get("model") or derived_model, json.dumps(meta, sort_keys=True) if meta else None, purpose, now, now),
+             run.get("model") or derived_model, json.dumps(meta, sort_keys=True) if meta else None, purpose,
+             mode, run.get("snapshot_id"), now, now),
         )
 
 

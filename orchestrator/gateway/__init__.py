@@ -5,7 +5,8 @@
     app = create_app(gateway)              # FastAPI: /v1/..., /openapi.json, /mcp
     python -m orchestrator.gateway --run-dir DIR --port 0
 
-Modules: `tools/` (the tools, one module per evidence family, and `tools/registry.py`, the one registry), `dispatch`
+Modules: `tools/` (the tools, one module per evidence family, and `tools/registry.py`, the one registry), `evidence/`
+(where tools read the world: the live environment or a frozen snapshot), `dispatch`
 (checks and trajectory), `rest` / `mcp_server` (transports), `auth`, `scope`, `control` (the backends the control
 tools act through), `context`, `paging`, `times`, `httpjson`, `trajectory`, `errors`.
 See docs/gateway.md.

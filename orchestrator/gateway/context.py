@@ -1,14 +1,15 @@
-"""The per-run context every tool handler gets: endpoints, visible topology, telemetry, control, token, options.
+"""The per-run context every tool handler gets: its evidence source (live or frozen), visible topology, token,
+options and clocks.
 
 Everything comes from the run directory the lifecycle already wrote: `environment.json` (what the environment
-published at deploy) and `secrets/agent_token` (issued at handover, deleted at revoke). The gateway reads nothing
-else of the run: not the scenario, not `state/`, not the ground truth.
+published at deploy; a `frozen` section makes it a replay of a snapshot) and `secrets/agent_token` (issued at
+handover, deleted at revoke). The gateway reads nothing else of the run: not the scenario, not `state/`, not the
+ground truth.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from typing import Any
 from orchestrator.telemetry import TelemetryStore
 
 from .control import ControlBackend, PodmanControl
-from .errors import ToolError
+from .evidence import EvidenceSource, LiveEvidence
+from .evidence.frozen import from_environment as frozen_from_environment
 from .scope import Scope
 
 TOKEN_FILE = Path("secrets") / "agent_token"
@@ -42,26 +44,17 @@ class GatewayOptions:
 
 @dataclass
 class RunContext:
+    """One run as its gateway sees it. Tools read the world only through `evidence` (live or frozen, they never
+    know which) and resolve relative times against `now()`; `clock` is the wall clock of budgets and the
+    trajectory."""
+
     run_dir: Path
     run_id: str
     environment: dict[str, Any]
     scope: Scope
+    evidence: EvidenceSource
     options: GatewayOptions = field(default_factory=GatewayOptions)
-    control: ControlBackend | None = None
-    telemetry_dir: Path | None = None
     clock: Callable[[], float] = time.time
-    billing_file: Path | None = None
-    """The FinOps billing database (DuckDB file inside the run dir), when the environment publishes one."""
-    billing_table: str = "billing"
-    billing_postgres: dict[str, Any] | None = None
-    """The billing database in PostgreSQL (host, port, user, password_file inside the run dir), when the
-    environment's billing store is `postgres`."""
-    cost: dict[str, Any] | None = None
-    """The cost-incident environment's `cost` section (policy, status and budget files inside the run dir; prices
-    and requests), when the environment publishes one (roles/env_shop_finops)."""
-    _store: TelemetryStore | None = field(default=None, init=False, repr=False)
-    _billing: Any = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def endpoints(self) -> dict[str, str]:
@@ -76,55 +69,54 @@ class RunContext:
     def token_file(self) -> Path:
         return self.run_dir / TOKEN_FILE
 
-    def endpoint(self, name: str) -> str:
-        """The URL the environment published for `name`; `not_supported` when it published none."""
-        url = self.endpoints.get(name)
-        if not url:
-            raise ToolError("not_supported", f"this environment publishes no {name} endpoint")
-        return url
+    @property
+    def frozen(self) -> bool:
+        return self.evidence.mode == "frozen"
+
+    def now(self) -> float:
+        """What "now" means for evidence: the frozen now of a replay, else the clock."""
+        fixed = self.evidence.frozen_now
+        return self.clock() if fixed is None else fixed
+
+    # What the evidence source holds, for callers that look (capture, tests); tools go through the source.
+    @property
+    def control(self) -> ControlBackend | None:
+        return self.evidence.control
+
+    @property
+    def telemetry_dir(self) -> Path | None:
+        return self.evidence.telemetry_dir
+
+    @property
+    def cost(self) -> dict[str, Any] | None:
+        return self.evidence.cost
+
+    @property
+    def billing_file(self) -> Path | None:
+        return self.evidence.billing_file
+
+    @property
+    def billing_postgres(self) -> dict[str, Any] | None:
+        return self.evidence.billing_postgres
+
+    @property
+    def billing_table(self) -> str:
+        return self.evidence.billing_table
 
     def store(self) -> TelemetryStore:
-        """The run's telemetry query engine (one per gateway, shared by every thread)."""
-        if self.telemetry_dir is None:
-            raise ToolError("not_supported", "this environment records no logs or traces the gateway can query")
-        with self._lock:
-            if self._store is None:
-                self._store = TelemetryStore(self.telemetry_dir)
-            return self._store
+        return self.evidence.store()
 
     def billing(self) -> Any:
-        """The run's read-only billing database (orchestrator.finops.sql.BillingDatabase), opened once."""
-        if self.billing_file is None and self.billing_postgres is None:
-            raise ToolError("not_supported", "this environment publishes no billing data")
-        from orchestrator.finops.sql import BillingDatabase, SqlError
+        return self.evidence.billing()
 
-        with self._lock:
-            if self._billing is None:
-                try:
-                    if self.billing_postgres is not None:
-                        from orchestrator.finops.pgstore import PostgresBillingDatabase
-
-                        pg = self.billing_postgres
-                        self._billing = PostgresBillingDatabase(
-                            str(pg["host"]), int(pg["port"]), str(pg["user"]),
-                            Path(pg["password_file"]).read_text().strip())
-                    else:
-                        assert self.billing_file is not None
-                        self._billing = BillingDatabase(self.billing_file)
-                except SqlError as exc:
-                    raise ToolError("backend_error", exc.message) from None
-            return self._billing
+    def require_control(self) -> ControlBackend:
+        return self.evidence.require_control()
 
     @property
     def offered_families(self) -> set[str] | None:
         """Evidence families the environment offers (its `tool_families`), None when it does not say."""
         families = self.environment.get("tool_families")
         return {str(f) for f in families} if isinstance(families, list) else None
-
-    def require_control(self) -> ControlBackend:
-        if self.control is None:
-            raise ToolError("not_supported", "this environment offers no control actions through the gateway")
-        return self.control
 
     def current_token(self) -> str | None:
         """The agent's token as it is now: None once revoked (file deleted) or before handover."""
@@ -135,13 +127,7 @@ class RunContext:
         return token or None
 
     def close(self) -> None:
-        with self._lock:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-            if self._billing is not None:
-                self._billing.close()
-                self._billing = None
+        self.evidence.close()
 
 
 def _inside(run_dir: Path, value: Any) -> Path | None:
@@ -155,7 +141,8 @@ def _inside(run_dir: Path, value: Any) -> Path | None:
 
 def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id: str | None = None,
                  control: ControlBackend | None = None) -> RunContext:
-    """The context of the run in `run_dir`. Without an explicit `control`, a `local`-backend environment (one
+    """The context of the run in `run_dir`: a frozen evidence source when environment.json has a `frozen` section
+    (roles/env_snapshot), else the live one. Without an explicit `control`, a live `local`-backend environment (one
     that publishes a container prefix) gets `PodmanControl`."""
     run_dir = Path(run_dir)
     try:
@@ -165,21 +152,29 @@ def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id
     run_id = run_id or run_dir.name
     ctl = environment.get("control") or {}
     prefix = str(ctl.get("container_prefix") or "")
-    if control is None and prefix:
-        control = PodmanControl(run_id, prefix, _inside(run_dir, ctl.get("flags_file")),
-                                spec_file=run_dir / "env" / "containers.json")
+    evidence: EvidenceSource
+    if isinstance(environment.get("frozen"), dict):
+        evidence = frozen_from_environment(run_dir, environment["frozen"], _inside)
+    else:
+        if control is None and prefix:
+            control = PodmanControl(run_id, prefix, _inside(run_dir, ctl.get("flags_file")),
+                                    spec_file=run_dir / "env" / "containers.json")
+        evidence = LiveEvidence(
+            environment,
+            control=control,
+            telemetry_dir=_inside(run_dir, environment.get("telemetry")),
+            billing_file=_inside(run_dir, (environment.get("billing") or {}).get("database")),
+            billing_postgres=_postgres_section(run_dir, environment.get("billing")),
+            billing_table=str((environment.get("billing") or {}).get("table") or "billing"),
+            cost=_cost_section(run_dir, environment.get("cost")),
+        )
     return RunContext(
         run_dir=run_dir,
         run_id=run_id,
         environment=environment,
         scope=Scope(environment.get("topology") or {}, prefix),
+        evidence=evidence,
         options=options or GatewayOptions(),
-        control=control,
-        telemetry_dir=_inside(run_dir, environment.get("telemetry")),
-        billing_file=_inside(run_dir, (environment.get("billing") or {}).get("database")),
-        billing_postgres=_postgres_section(run_dir, environment.get("billing")),
-        billing_table=str((environment.get("billing") or {}).get("table") or "billing"),
-        cost=_cost_section(run_dir, environment.get("cost")),
     )
 
 

@@ -10,6 +10,7 @@ a turn on it); calls refused because the budget is exhausted are recorded but no
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -58,25 +59,13 @@ def _validation_error(exc: ValidationError) -> ToolError:
     return ToolError("invalid", message, field=first)
 
 
-def _offered(ctx: RunContext, tool: Tool[Any]) -> bool:
-    """Billing tools exist only where the environment publishes billing data, cost tools only where it publishes a
-    cost section (autoscaler policy, budgets); an environment that lists its
-    `tool_families` (e.g. FinOps data: billing only) offers just those."""
-    offered = ctx.offered_families
-    if offered is not None:
-        return tool.family in offered
-    if tool.family == "cost":
-        return ctx.cost is not None
-    return tool.family != "billing" or ctx.billing_file is not None or ctx.billing_postgres is not None
-
-
 class Gateway:
     """The tools of one run, with its profile, budgets and trajectory."""
 
     def __init__(self, ctx: RunContext, trajectory: TrajectoryLog | None = None) -> None:
         self.ctx = ctx
         self.tools = [t for t in profile_tools(ctx.options.profile)
-                      if t.family not in ctx.options.hidden_families and _offered(ctx, t)]
+                      if t.family not in ctx.options.hidden_families and ctx.evidence.offers(t)]
         self._visible = {t.name: t for t in self.tools}
         self.trajectory = trajectory or TrajectoryLog(ctx.gateway_dir / "trajectory.jsonl")
         self._calls = 0
@@ -102,6 +91,9 @@ class Gateway:
         if tool is not None:
             return tool
         if name in BY_NAME:
+            why = None if self.ctx.evidence.offers(BY_NAME[name]) else self.ctx.evidence.refusal(BY_NAME[name])
+            if why:
+                raise ToolError("denied", why)
             raise ToolError("denied", f"tool {name!r} is not available in this run (profile "
                             f"{self.ctx.options.profile!r})")
         raise ToolError("not_found", f"no tool {name!r}; tools: {', '.join(self._visible)}")
@@ -149,6 +141,7 @@ class Gateway:
     def _record(self, name: str, args: Any, tool: Tool[Any] | None, outcome: Outcome, ts: float, elapsed: float,
                 transport: Transport) -> None:
         token = self.ctx.current_token()
+        answer = json.dumps(outcome.body(), default=str)
         record: dict[str, Any] = {
             "ts": ts,
             "tool": name or "(none)",
@@ -156,7 +149,8 @@ class Gateway:
             "status": "ok" if outcome.ok else TRAJECTORY_STATUS[outcome.error.code if outcome.error else "invalid"],
             "elapsed": round(max(elapsed, 0.0), 6),
             "transport": transport,
-            "result_bytes": len(json.dumps(outcome.body(), default=str)) if outcome.ok else 0,
+            "result_bytes": len(answer) if outcome.ok else 0,
+            "result_sha256": hashlib.sha256(answer.encode()).hexdigest(),
         }
         if tool is not None:
             record["family"] = tool.family

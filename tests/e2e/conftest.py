@@ -22,11 +22,13 @@ OPSBENCH = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`), each end-to-end file runs whole on one
-    worker, so its module-scoped deployment is made once; unit tests spread freely over the workers."""
+    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) every end-to-end test runs on one worker, in
+    order, while the unit tests spread over the other. End-to-end files in parallel were tried: their shared
+    deployments then run side by side (a campaign or verify file alone runs two shops), four shops on two cores,
+    and the timing-bound checks (alerts, recovery) became the machine's load rather than the system's behaviour."""
     for item in items:
         if "tests/e2e/" in item.nodeid:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 @pytest.fixture

@@ -71,17 +71,18 @@ class Clock:
 
 def record(run_id: str, agent: str, scenario: str, outcome: str, elapsed: float, clock: Clock,
            run_dir: Path | None = None, meta: dict[str, Any] | None = None,
-           write_output_after: float | None = None, purpose: str = "agent") -> None:
+           write_output_after: float | None = None, purpose: str = "agent", mode: str = "live",
+           snapshot_id: str | None = None) -> None:
     """One run as the lifecycle records it. A run status (invalid, error) instead of an outcome
     records a run that never reached evaluation. With ``write_output_after``, the agent writes
-    run_dir/agent/output.json that many seconds into its phase. ``purpose``: store.PURPOSES."""
+    run_dir/agent/output.json that many seconds into its phase. ``purpose``: store.PURPOSES; ``mode``: store.MODES."""
     completed = outcome in SCORES
     run_dir = run_dir or Path(f"/nonexistent/runs/{run_id}")
     with mock.patch.object(store.time, "time", clock):
         store.create_run({"id": run_id, "scenario_id": scenario, "spec_version": 1, "spec_digest": "d" * 16,
                           "status": "running", "pid": 1, "run_dir": str(run_dir), "agent": agent,
                           "scenario_meta": meta if meta is not None else SCENARIOS.get(scenario),
-                          "purpose": purpose})
+                          "purpose": purpose, "mode": mode, "snapshot_id": snapshot_id})
         evaluations: dict[str, Any] = {}
         agent_result: dict[str, Any] = {}
         if completed:

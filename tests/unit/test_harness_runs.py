@@ -162,7 +162,7 @@ def test_a_version_2_database_migrates(home: Path) -> None:
     purposes = {r["id"]: r["purpose"] for r in store.list_runs()}  # the first connection migrates
     assert purposes == {"a1": "agent", "u1": "agent", "v1": "verify", "bt1": "bench", "bh1": "bench"}
     with store.connect() as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
     assert [t.run_id for t in results.load_trials()] == ["a1", "u1"]  # u1: `true` run by hand is an agent run
     store.create_run({"id": "new", "scenario_id": "s", "spec_version": 1, "spec_digest": "d", "status": "running",
                       "pid": 1, "run_dir": "/r", "agent": NOOP})

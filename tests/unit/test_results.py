@@ -131,7 +131,7 @@ def test_a_version_1_database_migrates() -> None:
         "completed", 100.0, "orchestrator.agents.probe", "m1")
     assert run["scenario_meta"] is None and [p["phase"] for p in run["phases"]] == ["agent"]
     with store.connect() as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
     assert run["purpose"] == "agent"
     assert {(m["evaluator"], m["metric"]): m["value"] for m in store.metrics_for()}[("diagnosis", "fl_pass")] == 1.0
     trials = {t.run_id: t for t in results.load_trials()}

@@ -1,4 +1,4 @@
-"""The alerts family: the run's firing alerts from its Alertmanager."""
+"""The alerts family: the run's firing alerts (live: its Alertmanager; frozen: as Alertmanager answered at handover)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from pydantic import Field
 
 from .. import paging
 from ..context import RunContext
-from ..errors import ToolError
-from ..httpjson import get_json
 from .base import PAGE_DESCRIPTION, Args, Tool, ToolResult
 
 
@@ -22,23 +20,8 @@ class GetAlertsArgs(Args):
 def get_alerts(ctx: RunContext, args: GetAlertsArgs) -> ToolResult:
     if args.service is not None:
         ctx.scope.refuse_internal("service", args.service)
-    raw = get_json(ctx.endpoint("alertmanager"), "/api/v2/alerts",
-                   {"active": "true", "silenced": "false", "inhibited": "false"}, what="Alertmanager")
-    if not isinstance(raw, list):
-        raise ToolError("backend_error", "Alertmanager answered an unexpected document")
-    alerts = []
-    for alert in raw:
-        labels = alert.get("labels") or {}
-        if args.service is not None and labels.get("service") != ctx.scope.normalize(args.service):
-            continue
-        alerts.append({
-            "alertname": labels.get("alertname"),
-            "labels": labels,
-            "annotations": alert.get("annotations") or {},
-            "startsAt": alert.get("startsAt"),
-            "state": (alert.get("status") or {}).get("state"),
-            "fingerprint": alert.get("fingerprint"),
-        })
+    alerts = [a for a in ctx.evidence.alerts()
+              if args.service is None or (a.get("labels") or {}).get("service") == ctx.scope.normalize(args.service)]
     alerts.sort(key=lambda a: (str(a["startsAt"]), str(a["alertname"]), str(a["fingerprint"])))
     cursor = paging.decode(args.page, args.model_dump())
     body, next_page = paging.page_of(alerts, cursor, args.limit, args.model_dump())

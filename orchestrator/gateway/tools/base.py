@@ -42,6 +42,8 @@ class Tool(Generic[A]):
     category: Category
     family: Family
     handler: Callable[[RunContext, A], ToolResult]
+    acts: bool = False
+    """The tool changes the environment (live only: a frozen replay neither lists nor runs it)."""
 
     def input_schema(self) -> dict[str, Any]:
         """The argument model's JSON schema without pydantic's generated titles and null defaults (noise for a
@@ -78,7 +80,7 @@ class ServiceArgs(Args):
 def pinned_now(ctx: RunContext, cursor: paging.Cursor) -> float:
     """The time the first page was asked for: later pages resolve `now` and relative times against it, so every
     page belongs to one snapshot."""
-    return cursor.pin / 1e9 if cursor.pin is not None else ctx.clock()
+    return cursor.pin / 1e9 if cursor.pin is not None else ctx.now()
 
 
 def visible_window(ctx: RunContext, now: float, since: TimeArg | None, until: TimeArg | None

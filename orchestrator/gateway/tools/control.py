@@ -60,11 +60,12 @@ def toggle_flag(ctx: RunContext, args: ToggleFlagArgs) -> ToolResult:
 
 TOOLS: tuple[Tool[Any], ...] = (
     Tool("restart", "Restart every instance of a service, or one instance.", RestartArgs, "control", "control",
-         restart),
-    Tool("scale", "Set a service's number of instances.", ScaleArgs, "control", "control", scale),
+         restart, acts=True),
+    Tool("scale", "Set a service's number of instances.", ScaleArgs, "control", "control", scale, acts=True),
     Tool("set_env", "Set environment variables on a service's instances.", SetEnvArgs, "control", "control",
-         set_env),
+         set_env, acts=True),
     Tool("rollback", "Roll a service back to the image and configuration it was deployed with.",
-         ServiceArgs, "control", "control", rollback),
-    Tool("toggle_flag", "Switch a feature flag on or off.", ToggleFlagArgs, "control", "control", toggle_flag),
+         ServiceArgs, "control", "control", rollback, acts=True),
+    Tool("toggle_flag", "Switch a feature flag on or off.", ToggleFlagArgs, "control", "control", toggle_flag,
+         acts=True),
 )

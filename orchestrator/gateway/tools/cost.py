@@ -108,7 +108,7 @@ def set_budget(ctx: RunContext, args: SetBudgetArgs) -> ToolResult:
         cost.write_budgets(section["budget_file"], budgets)
     except cost.PolicyError as exc:
         raise invalid("hourly_usd", str(exc)) from None
-    post_json(ctx.endpoint("prometheus"), "/-/reload", what="Prometheus")
+    post_json(ctx.evidence.prometheus_url(), "/-/reload", what="Prometheus")
     return ToolResult({"service": service, "previous": previous, "current": budgets[service],
                        "note": "Prometheus reloaded its rules"})
 
@@ -119,9 +119,9 @@ TOOLS: tuple[Tool[Any], ...] = (
          NoArgs, "observe", "cost", get_autoscaler_policy),
     Tool("set_autoscaler_policy", "Change one service's scaling rule (target_cpu_percent, min_replicas, "
          "max_replicas); the autoscaler applies it on its next loop.", SetPolicyArgs, "control", "cost",
-         set_autoscaler_policy),
+         set_autoscaler_policy, acts=True),
     Tool("get_budgets", "The hourly budget of each service, the CostOverBudget alert's threshold, the cost model "
          "(prices, requests) and the names of the cost metrics.", NoArgs, "observe", "cost", get_budgets),
     Tool("set_budget", "Set one service's hourly budget (the CostOverBudget alert's reference).", SetBudgetArgs,
-         "control", "cost", set_budget),
+         "control", "cost", set_budget, acts=True),
 )

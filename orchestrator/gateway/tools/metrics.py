@@ -10,7 +10,6 @@ from pydantic import Field
 from .. import paging
 from ..context import RunContext
 from ..errors import ToolError, invalid
-from ..httpjson import get_json
 from ..promql_scope import check_query, reach, visible_series
 from ..times import DURATION_HELP, TIME_HELP, parse_duration, parse_time, to_ns
 from .base import PAGE_DESCRIPTION, Args, TimeArg, Tool, ToolResult, pinned_now
@@ -32,14 +31,12 @@ class QueryMetricsArgs(Args):
 
 
 def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
-    prometheus = ctx.endpoint("prometheus")
+    ctx.evidence.prometheus_url()  # not_supported before anything else when there is no Prometheus
     known: dict[str, list[str]] = {}
 
     def label_values(label: str) -> list[str]:
         if label not in known:
-            answer = get_json(prometheus, f"/api/v1/label/{label}/values", {}, what="Prometheus")
-            values = answer.get("data") if isinstance(answer, dict) else None
-            known[label] = [str(v) for v in values] if isinstance(values, list) else []
+            known[label] = ctx.evidence.label_values(label)
         return known[label]
 
     check_query(args.query, label_values)
@@ -69,7 +66,7 @@ def query_metrics(ctx: RunContext, args: QueryMetricsArgs) -> ToolResult:
         _reach_within_window(ctx, args.query, at, at)
         params = {"query": args.query, "time": f"{at:.3f}"}
         path = "/api/v1/query"
-    answer = get_json(prometheus, path, params, what="Prometheus", query_field="query")
+    answer = ctx.evidence.prometheus(path, params, query_field="query")
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, dict):
         raise ToolError("backend_error", "Prometheus answered an unexpected document")

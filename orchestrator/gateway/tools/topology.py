@@ -1,33 +1,25 @@
 """The topology family: the application's entities and edges, and its services as the control backend sees them
-(`list_services` and `describe_service` read through the control backend, so they carry the control category)."""
+(`list_services` and `describe_service` read through the control backend live, so they carry the control category;
+they only read, so a frozen replay serves their recorded answers)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..context import RunContext
-from ..errors import ToolError
 from .base import NoArgs, ServiceArgs, Tool, ToolResult
 
 
 def get_topology(ctx: RunContext, args: NoArgs) -> ToolResult:
-    return ToolResult(ctx.scope.topology)
+    return ToolResult(ctx.evidence.topology(ctx.scope))
 
 
 def list_services(ctx: RunContext, args: NoArgs) -> ToolResult:
-    control = ctx.require_control()
-    services = [s for s in control.list_services() if s.get("service") in ctx.scope.services]
-    try:
-        flags: list[str] | None = control.list_flags()
-    except ToolError as exc:
-        if exc.code != "not_supported":
-            raise
-        flags = None
-    return ToolResult({"services": services, "feature_flags": flags})
+    return ToolResult(ctx.evidence.list_services(ctx.scope))
 
 
 def describe_service(ctx: RunContext, args: ServiceArgs) -> ToolResult:
-    return ToolResult(ctx.require_control().describe_service(ctx.scope.service("service", args.service)))
+    return ToolResult(ctx.evidence.describe_service(ctx.scope.service("service", args.service)))
 
 
 TOOLS: tuple[Tool[Any], ...] = (

@@ -1,0 +1,139 @@
+"""What every evidence source offers the gateway's tools: the one interface between the tools and the world.
+
+A tool never asks where its evidence comes from. It asks the run's evidence source (`RunContext.evidence`) for
+alerts, a Prometheus HTTP API answer, the telemetry store, the topology, the services' answers, billing or cost
+data, and for the control backend when it acts. Two sources implement it:
+
+* `LiveEvidence` (live.py): the running environment (Alertmanager, Prometheus, the telemetry files, podman);
+* `FrozenEvidence` (frozen.py): a recorded snapshot (alerts.json, a frozen Prometheus on a private TSDB copy, the
+  snapshot's telemetry, topology.json, services.json), with every relative time resolved against the frozen now.
+
+A new evidence family (browser, terminal) adds one method here and its two implementations; its tools are written
+once. What a source cannot serve raises `ToolError("not_supported")`, and `offers` keeps such tools out of the
+listing in the first place.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+from orchestrator.telemetry import TelemetryStore
+
+from ..errors import ToolError
+from ..httpjson import get_json
+
+if TYPE_CHECKING:
+    from ..control import ControlBackend
+    from ..scope import Scope
+
+Mode = Literal["live", "frozen"]
+
+
+class ToolKind(Protocol):
+    """What a source needs to know of a tool to say whether it serves it (tools.base.Tool has these)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def acts(self) -> bool: ...
+
+
+class EvidenceSource(ABC):
+    """The world one run's gateway reads (see the module docstring). Thread-safe: the gateway serves calls
+    concurrently, and the source opens its stores once."""
+
+    mode: ClassVar[Mode]
+    telemetry_dir: Path | None = None
+    """Where the telemetry store reads logs and traces (TelemetryStore layout), None when there are none."""
+    control: ControlBackend | None = None
+    """The backend control tools act through; always None for a frozen source."""
+    cost: dict[str, Any] | None = None
+    billing_file: Path | None = None
+    billing_postgres: dict[str, Any] | None = None
+    billing_table: str = "billing"
+
+    def __init__(self) -> None:
+        self._store: TelemetryStore | None = None
+        self._lock = threading.Lock()
+
+    # -- time ---------------------------------------------------------------------------------------------------
+    @property
+    def frozen_now(self) -> float | None:
+        """The time "now" means for evidence (relative times, default windows); None: the wall clock."""
+        return None
+
+    # -- which tools ----------------------------------------------------------------------------------------------
+    @abstractmethod
+    def offers(self, tool: ToolKind) -> bool:
+        """Whether this source can serve `tool` at all (tools it cannot are neither listed nor callable)."""
+
+    def refusal(self, tool: ToolKind) -> str | None:
+        """Why a known tool that `offers` rejects is not available (the agent sees it with status `denied`);
+        None: the gateway's usual answer (not in the run's profile)."""
+        return None
+
+    # -- evidence families ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def alerts(self) -> list[dict[str, Any]]:
+        """The active alerts in get_alerts' item shape (alertname, labels, annotations, startsAt, state,
+        fingerprint), unfiltered and unsorted."""
+
+    @abstractmethod
+    def prometheus_url(self) -> str:
+        """Base URL of the Prometheus whose HTTP API answers PromQL; `not_supported` when there is none."""
+
+    def prometheus(self, path: str, params: Mapping[str, str] | None = None, *,
+                   query_field: str | None = None) -> Any:
+        """The decoded answer of one Prometheus HTTP API GET (a rejected query is `invalid` on `query_field`)."""
+        return get_json(self.prometheus_url(), path, params, what="Prometheus", query_field=query_field)
+
+    def label_values(self, label: str) -> list[str]:
+        """Every value `label` takes in the Prometheus's series."""
+        answer = self.prometheus(f"/api/v1/label/{label}/values", {})
+        values = answer.get("data") if isinstance(answer, dict) else None
+        return [str(v) for v in values] if isinstance(values, list) else []
+
+    def store(self) -> TelemetryStore:
+        """The logs and traces query engine (one per source, shared by every thread)."""
+        if self.telemetry_dir is None:
+            raise ToolError("not_supported", "this environment records no logs or traces the gateway can query")
+        with self._lock:
+            if self._store is None:
+                self._store = TelemetryStore(self.telemetry_dir)
+            return self._store
+
+    @abstractmethod
+    def topology(self, scope: Scope) -> dict[str, Any]:
+        """The application's visible topology (entities and edges)."""
+
+    @abstractmethod
+    def list_services(self, scope: Scope) -> dict[str, Any]:
+        """list_services' answer: {"services": [...visible services...], "feature_flags": [...] | None}."""
+
+    @abstractmethod
+    def describe_service(self, service: str) -> dict[str, Any]:
+        """describe_service's answer for one visible service (already checked against the scope)."""
+
+    def billing(self) -> Any:
+        """The read-only billing database (orchestrator.finops.sql.BillingDatabase or its PostgreSQL twin)."""
+        raise ToolError("not_supported", "this environment publishes no billing data")
+
+    def require_control(self) -> ControlBackend:
+        """The control backend, or `not_supported` when this source cannot act."""
+        if self.control is None:
+            raise ToolError("not_supported", "this environment offers no control actions through the gateway")
+        return self.control
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None

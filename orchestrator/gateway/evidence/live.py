@@ -1,0 +1,123 @@
+"""The live evidence source: the running environment as its deploy published it in environment.json.
+
+Alerts come from the run's Alertmanager, PromQL from its Prometheus, logs and traces from its telemetry files,
+services and actions from its control backend (podman, Kubernetes, a fake), billing and cost data from the files
+and databases the environment names. This is what the gateway always did; the tools just reach it through the
+`EvidenceSource` interface now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import ToolError
+from ..httpjson import get_json
+from .base import EvidenceSource, Mode, ToolKind
+
+if TYPE_CHECKING:
+    from ..control import ControlBackend
+    from ..scope import Scope
+
+
+@dataclass(eq=False)
+class LiveEvidence(EvidenceSource):
+    environment: dict[str, Any]
+    control: ControlBackend | None = None
+    telemetry_dir: Path | None = None
+    billing_file: Path | None = None
+    """The FinOps billing database (DuckDB file inside the run dir), when the environment publishes one."""
+    billing_table: str = "billing"
+    billing_postgres: dict[str, Any] | None = None
+    """The billing database in PostgreSQL (host, port, user, password_file inside the run dir), when the
+    environment's billing store is `postgres`."""
+    cost: dict[str, Any] | None = None
+    """The cost-incident environment's `cost` section (policy, status and budget files inside the run dir; prices
+    and requests), when the environment publishes one (roles/env_shop_finops)."""
+    mode: ClassVar[Mode] = "live"
+    _billing: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        EvidenceSource.__init__(self)
+
+    def endpoint(self, name: str) -> str:
+        """The URL the environment published for `name`; `not_supported` when it published none."""
+        url = (self.environment.get("endpoints") or {}).get(name)
+        if not url:
+            raise ToolError("not_supported", f"this environment publishes no {name} endpoint")
+        return str(url)
+
+    def offers(self, tool: ToolKind) -> bool:
+        """Billing tools exist only where the environment publishes billing data, cost tools only where it
+        publishes a cost section (autoscaler policy, budgets); an environment that lists its `tool_families`
+        (e.g. FinOps data: billing only) offers just those."""
+        families = self.environment.get("tool_families")
+        if isinstance(families, list):
+            return tool.family in {str(f) for f in families}
+        if tool.family == "cost":
+            return self.cost is not None
+        return tool.family != "billing" or self.billing_file is not None or self.billing_postgres is not None
+
+    def alerts(self) -> list[dict[str, Any]]:
+        raw = get_json(self.endpoint("alertmanager"), "/api/v2/alerts",
+                       {"active": "true", "silenced": "false", "inhibited": "false"}, what="Alertmanager")
+        if not isinstance(raw, list):
+            raise ToolError("backend_error", "Alertmanager answered an unexpected document")
+        return [{
+            "alertname": (alert.get("labels") or {}).get("alertname"),
+            "labels": alert.get("labels") or {},
+            "annotations": alert.get("annotations") or {},
+            "startsAt": alert.get("startsAt"),
+            "state": (alert.get("status") or {}).get("state"),
+            "fingerprint": alert.get("fingerprint"),
+        } for alert in raw]
+
+    def prometheus_url(self) -> str:
+        return self.endpoint("prometheus")
+
+    def topology(self, scope: Scope) -> dict[str, Any]:
+        return scope.topology
+
+    def list_services(self, scope: Scope) -> dict[str, Any]:
+        control = self.require_control()
+        services = [s for s in control.list_services() if s.get("service") in scope.services]
+        try:
+            flags: list[str] | None = control.list_flags()
+        except ToolError as exc:
+            if exc.code != "not_supported":
+                raise
+            flags = None
+        return {"services": services, "feature_flags": flags}
+
+    def describe_service(self, service: str) -> dict[str, Any]:
+        return self.require_control().describe_service(service)
+
+    def billing(self) -> Any:
+        if self.billing_file is None and self.billing_postgres is None:
+            raise ToolError("not_supported", "this environment publishes no billing data")
+        from orchestrator.finops.sql import BillingDatabase, SqlError
+
+        with self._lock:
+            if self._billing is None:
+                try:
+                    if self.billing_postgres is not None:
+                        from orchestrator.finops.pgstore import PostgresBillingDatabase
+
+                        pg = self.billing_postgres
+                        self._billing = PostgresBillingDatabase(
+                            str(pg["host"]), int(pg["port"]), str(pg["user"]),
+                            Path(pg["password_file"]).read_text().strip())
+                    else:
+                        assert self.billing_file is not None
+                        self._billing = BillingDatabase(self.billing_file)
+                except SqlError as exc:
+                    raise ToolError("backend_error", exc.message) from None
+            return self._billing
+
+    def close(self) -> None:
+        super().close()
+        with self._lock:
+            if self._billing is not None:
+                self._billing.close()
+                self._billing = None

@@ -1,0 +1,183 @@
+"""``opsbench replay``: agents on frozen incidents (recorded snapshots) instead of live environments.
+
+Per snapshot, a *host* run deploys roles/env_snapshot once (verify, copy, frozen Prometheus) and N replay trials
+run on it, each a run of its own (`Run.replay_trial_on`): handover -> agent -> collect -> evaluate -> revoke, the
+same playbooks, gateway, tools and evaluators as live, the gateway reading the snapshot. The host is torn down
+after its trials (the frozen Prometheus stops), and after Ctrl-C, a timeout or, following a SIGKILL,
+`opsbench cleanup`. With `parallel` K > 1 a snapshot's trials are split over up to K hosts (one gateway per host at
+a time: trials on one host share its run directory) and hosts of different snapshots run at once.
+
+Everything that can be refused is refused before anything starts: an unusable snapshot (format.verify), a
+scenario whose tasks need the live world (mitigate: scored by what the agent changed), no `prometheus` binary.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.catalog import find_scenario
+from orchestrator.errors import OpsBenchError
+from orchestrator.harness.campaign import passed
+from orchestrator.harness.verify import _prefixed
+from orchestrator.lifecycle import LIVE_ONLY_KINDS, Interrupts, Progress, Run
+from orchestrator.snapshots import format as fmt
+from orchestrator.spec import Scenario
+
+
+@dataclass(frozen=True)
+class Target:
+    """A verified snapshot and the scenario it replays."""
+
+    info: fmt.SnapshotInfo
+    scenario: Scenario
+
+
+@dataclass
+class ReplayRecord:
+    snapshot_id: str
+    scenario: str
+    agent: str
+    trial: int
+    run_id: str
+    status: str
+    passed: bool | None
+    elapsed: float
+    reason: str = ""
+    host: str = ""
+    scores: dict[str, Any] = field(default_factory=dict)
+
+
+def live_only_tasks(scn: Scenario) -> list[str]:
+    """The scenario's tasks a replay cannot serve, as `id (kind)`."""
+    return [f"{t['id']} ({t['kind']})" for t in scn.data["tasks"] if t["kind"] in LIVE_ONLY_KINDS]
+
+
+def check_replayable(info: fmt.SnapshotInfo) -> Target:
+    """The snapshot's scenario, or an OpsBenchError naming the snapshot and why it cannot be replayed."""
+    scn = find_scenario(info.scenario_id)
+    refused = live_only_tasks(scn)
+    if refused:
+        raise OpsBenchError(f"snapshot {info.path}: scenario {scn.id} has task(s) {', '.join(refused)} that need the "
+                            "live world (scored by what the agent changes); a frozen incident cannot be changed. "
+                            f"Run it live: `opsbench run {scn.id}`")
+    if "metrics" in info.families:
+        from orchestrator.snapshots.frozen_prometheus import PrometheusError, prometheus_binary
+
+        try:
+            prometheus_binary()
+        except PrometheusError as exc:
+            raise OpsBenchError(f"snapshot {info.path}: {exc}") from None
+    return Target(info, scn)
+
+
+@contextmanager
+def open_snapshots(paths: Sequence[Path]) -> Iterator[list[Target]]:
+    """Each path verified and checked (`check_replayable`); an archive (.tar.gz, .tar.xz) is imported into a
+    temporary directory that lives as long as the context."""
+    from orchestrator.snapshots.archive import import_archive
+
+    with ExitStack() as stack:
+        targets = []
+        for path in paths:
+            if path.is_file():
+                parent = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="opsbench-replay-")))
+                info = import_archive(path, parent)
+            else:
+                info = fmt.verify(path.resolve())
+            targets.append(check_replayable(info))
+        yield targets
+
+
+def _chunks(trials: int, parallel: int) -> list[list[int]]:
+    """Trial numbers 1..trials split over up to `parallel` hosts, consecutive numbers per host."""
+    hosts = max(1, min(parallel, trials))
+    size, extra = divmod(trials, hosts)
+    out, start = [], 1
+    for i in range(hosts):
+        n = size + (1 if i < extra else 0)
+        out.append(list(range(start, start + n)))
+        start += n
+    return out
+
+
+def _run_host(target: Target, agent: str | None, numbers: list[int], tool_profile: str, purpose: str,
+              progress: Progress, interrupts: Interrupts, record: Callable[[ReplayRecord], None]) -> None:
+    """Deploy one frozen environment, run the trials `numbers` on it, tear it down (always)."""
+    info, scn = target.info, target.scenario
+    host = Run.replay_host(scn, info.path, info.snapshot_id, progress, purpose)
+    host.interrupts = interrupts
+    host.state["status"] = "hosting"
+    try:
+        progress.message(f"frozen environment {host.id} for {info.snapshot_id}: {len(numbers)} trial(s)")
+        deploy = host._step("deploy", 1, 1)
+        if deploy.status != "successful":
+            reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:500]}"
+            for n in numbers:
+                record(ReplayRecord(info.snapshot_id, scn.id, agent or host.state["agent"], n, "", "error", None,
+                                    0.0, reason, host.id))
+            return
+        for n in numbers:
+            if interrupts.set:
+                return
+            start = time.monotonic()
+            trial = Run.replay_trial_on(host, scn, agent, tool_profile)
+            summary = trial.execute_replay_trial()
+            record(ReplayRecord(info.snapshot_id, scn.id, trial.state["agent"], n, trial.id, summary["status"],
+                                passed(summary), round(time.monotonic() - start, 2), summary.get("reason", ""),
+                                host.id, summary.get("evaluations") or {}))
+    finally:
+        host.state["status"] = "hosted"
+        host.cleanup()
+
+
+def replay(paths: Sequence[Path], agent: str | None = None, trials: int = 1, parallel: int = 1,
+           tool_profile: str = "full", progress: Progress | None = None, purpose: str = "agent",
+           on_record: Callable[[ReplayRecord], None] = lambda r: None) -> list[ReplayRecord]:
+    """Replay each snapshot in `paths` `trials` times with `agent` (default: the scenario's baseline agent);
+    returns one record per trial, snapshot by snapshot, in trial order. See the module docstring."""
+    progress = progress or Progress()
+    made: list[ReplayRecord] = []
+
+    def record(rec: ReplayRecord) -> None:
+        made.append(rec)
+        on_record(rec)
+
+    with open_snapshots(paths) as targets, Interrupts(progress.message) as interrupts:
+        jobs = [(t, numbers) for t in targets for numbers in _chunks(trials, parallel)]
+        if parallel <= 1 or len(jobs) <= 1:
+            for target, numbers in jobs:
+                if interrupts.set:
+                    break
+                _run_host(target, agent, numbers, tool_profile, purpose, progress, interrupts, record)
+        else:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                futures = [pool.submit(_run_host, target, agent, numbers, tool_profile, purpose,
+                                       _prefixed(progress, f"env{i + 1}"), interrupts, record)
+                           for i, (target, numbers) in enumerate(jobs)]
+                while not all(f.done() for f in futures):
+                    wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)
+                for f in futures:
+                    f.result()
+    order = {t.info.snapshot_id: i for i, t in enumerate(targets)}
+    return sorted(made, key=lambda r: (order.get(r.snapshot_id, 0), r.trial))
+
+
+def as_dicts(records: Sequence[ReplayRecord]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in records]
+
+
+def render(records: Sequence[ReplayRecord]) -> str:
+    """One line per trial: snapshot, trial, run, status, pass, seconds."""
+    lines = [f"{'SNAPSHOT':<48} {'TRIAL':>5} {'RUN':<24} {'STATUS':<11} {'PASS':<5} {'SECONDS':>7}"]
+    for r in records:
+        verdict = "-" if r.passed is None else ("yes" if r.passed else "no")
+        lines.append(f"{r.snapshot_id:<48} {r.trial:>5} {r.run_id or '-':<24} {r.status:<11} {verdict:<5} "
+                     f"{r.elapsed:>7.1f}" + (f"  {r.reason[:120]}" if r.reason and r.status != "completed" else ""))
+    return "\n".join(lines)
