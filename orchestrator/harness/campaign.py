@@ -200,14 +200,15 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
             healthy = clean and summary.get("recovered") is True
             if not clean or not scn.environment.get("reuse", True):
                 progress.message(f"environment {host.id} is not back at baseline: redeploying")
-                _close(host)
+                close_host(host)
                 host = None
     finally:
         if host is not None:
-            _close(host)
+            close_host(host)
 
 
-def _close(host: Run) -> None:
+def close_host(host: Run) -> None:
+    """End a shared host: mark it hosted (no agent ran on it) and tear it down with the usual clean-up."""
     host.state["status"] = "hosted"
     host.cleanup()
 

@@ -26,6 +26,7 @@ from typing import Any, cast
 from orchestrator import store
 from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
+from orchestrator.harness.campaign import close_host
 from orchestrator.harness.verify import environment_key
 from orchestrator.lifecycle import Interrupts, Progress, Run
 from orchestrator.spec import Scenario, spec_files
@@ -219,7 +220,7 @@ def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Pro
                 if deploy.status != "successful":
                     reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}"
                     emit(Recording(scn.id, repeat, "error", reason, host=host.id))
-                    _close(host)
+                    close_host(host)
                     host = None
                     continue
             progress.message(f"{scn.id}: recording {repeat}")
@@ -236,16 +237,12 @@ def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Pro
             healthy = clean and summary.get("recovered") is True
             if not clean or not scn.environment.get("reuse", True):
                 progress.message(f"environment {host.id} is not back at baseline: a fresh one for the rest")
-                _close(host)
+                close_host(host)
                 host = None
     finally:
         if host is not None:
-            _close(host)
+            close_host(host)
 
-
-def _close(host: Run) -> None:
-    host.state["status"] = "hosted"
-    host.cleanup()
 
 
 def remove_stale_staging(out: Path) -> list[Path]:
