@@ -44,6 +44,15 @@ def record_fake_run(root: Path, obs: FakeObservability) -> tuple[Path, fmt.Snaps
     return run_dir, info
 
 
+def synthetic_snapshot(root: Path) -> Path:
+    """A snapshot recorded from the fake live run under `root` (its fake observability closed after)."""
+    obs = FakeObservability()
+    try:
+        return record_fake_run(root, obs)[1].path
+    finally:
+        obs.close()
+
+
 def token_for(run_dir: Path) -> None:
     """Issue the agent token handover would (the gateway answers only with one)."""
     (run_dir / "secrets").mkdir(mode=0o700, exist_ok=True)

@@ -7,26 +7,20 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from frozen_fixtures import record_fake_run
-from gateway_fixtures import NOW, FakeObservability
+from frozen_fixtures import synthetic_snapshot
+from gateway_fixtures import NOW
 
 from orchestrator.runner import run_playbook
 from orchestrator.snapshots.frozen_prometheus import PID_FILE
 
 
 @pytest.fixture(scope="module")
-def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    obs = FakeObservability()
-    try:
-        _live, info = record_fake_run(tmp_path_factory.mktemp("rec"), obs)
-    finally:
-        obs.close()
-    yield info.path
+def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_snapshot(tmp_path_factory.mktemp("rec"))
 
 
 def _step(step: str, playbook: str, run_dir: Path, snapshot: Path, n: int) -> Any:

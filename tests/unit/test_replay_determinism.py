@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frozen_fixtures import record_fake_run
-from gateway_fixtures import FakeObservability
+from frozen_fixtures import synthetic_snapshot
 
 from orchestrator import paths, store
 from orchestrator.harness.replay import replay
@@ -52,11 +51,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def snapshot(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if isinstance(request.param, Path):
         return request.param
-    obs = FakeObservability()
-    try:
-        return record_fake_run(tmp_path_factory.mktemp("synthetic"), obs)[1].path
-    finally:
-        obs.close()
+    return synthetic_snapshot(tmp_path_factory.mktemp("synthetic"))
 
 
 def _scores(evaluations: dict[str, Any]) -> dict[str, Any]:

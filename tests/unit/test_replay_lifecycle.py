@@ -5,12 +5,11 @@ scenarios that need the live world refused before anything starts."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from frozen_fixtures import record_fake_run
-from gateway_fixtures import NOW, FakeObservability
+from frozen_fixtures import synthetic_snapshot
+from gateway_fixtures import NOW
 
 from orchestrator import store
 from orchestrator.catalog import find_scenario
@@ -24,13 +23,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    obs = FakeObservability()
-    try:
-        _live, info = record_fake_run(tmp_path_factory.mktemp("rec"), obs)
-    finally:
-        obs.close()
-    yield info.path
+def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_snapshot(tmp_path_factory.mktemp("rec"))
 
 
 @pytest.fixture(autouse=True)
