@@ -23,6 +23,8 @@ from hypothesis import core, settings
 FUZZ_PROFILE = "fuzz"
 CI_PROFILE = "ci"
 SEED_KEY = pytest.StashKey[int | str | None]()
+# The xdist scheduler of `make test` (tests/scheduling.py says why it is ours).
+pytest_plugins = ["tests.scheduling"]
 
 settings.register_profile(CI_PROFILE, derandomize=True, database=None, print_blob=True)
 settings.register_profile(FUZZ_PROFILE, derandomize=False, database=None, print_blob=True, max_examples=1000)

@@ -21,16 +21,6 @@ from orchestrator import paths
 OPSBENCH = [sys.executable, "-m", "orchestrator.cli"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) every end-to-end test runs on one worker, in
-    order, while the unit tests spread over the other. End-to-end files in parallel were tried: their shared
-    deployments then run side by side (a campaign or verify file alone runs two shops), four shops on two cores,
-    and the timing-bound checks (alerts, recovery) became the machine's load rather than the system's behaviour."""
-    for item in items:
-        if "tests/e2e/" in item.nodeid:
-            item.add_marker(pytest.mark.xdist_group("e2e"))
-
-
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """A private OPSBENCH_HOME per test: its own runs dir and SQLite index."""

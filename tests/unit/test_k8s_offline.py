@@ -24,9 +24,6 @@ import yaml
 from orchestrator import paths
 from orchestrator.runner import ansible_env
 
-# One xdist worker renders the manifests once (a module-scoped fixture of ~200 s) instead of each worker again.
-pytestmark = pytest.mark.xdist_group("k8s_offline")
-
 # The Kubernetes versions the backend supports (docs/backends.md).
 K8S_VERSIONS = ["1.29.0", "1.30.0", "1.31.0", "1.32.0"]
 CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema in kubernetes-validate; checked by shape below
