@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
-from orchestrator.cli.common import echo_err, emit_json, progress
+from orchestrator.cli.common import agent_network_option, echo_err, emit_json, progress
 from orchestrator.errors import OpsBenchError
 
 
 @click.command("verify-scenarios")
+@agent_network_option
 @click.argument("scenarios", nargs=-1)
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100),
               help="Trials per scenario; all must pass.")
@@ -48,6 +49,7 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
 
 
 @click.command()
+@agent_network_option
 @click.argument("scenarios", nargs=-1)
 @click.option("--file", "campaign_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A campaign file (YAML: name, scenarios, agents, trials, parallel); options given here override.")
@@ -93,6 +95,7 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
 
 
 @click.command()
+@agent_network_option
 @click.argument("scenarios", nargs=-1)
 @click.option("--trials", default=2, show_default=True, type=click.IntRange(1, 50), help="Trials per scenario.")
 @click.option("--parallel", "levels", default="1,2", show_default=True,
