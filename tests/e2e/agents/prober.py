@@ -6,8 +6,8 @@ still answer (``gateway``). The report goes to ``probe.json`` in the working dir
 
 Arguments (what an attacker would know or guess): ``--home DIR`` (the invoking user's home), ``--storage DIR``
 (repeatable: container storage and run root), ``--agent-dir DIR`` (another run's agent directory, repeatable),
-``--targets FILE`` (JSON ``{"name": "host:port"}``: observability, exporters, flagd, fault proxy, another run's
-gateway; waited for up to ``--wait`` s, the test writes it once the run is deployed). It never writes to real
+``--targets FILE`` (JSON ``{"name": "host:port" or "/path"}``: observability, exporters, the flags file,
+containers, another run's gateway; waited for up to ``--wait`` s, the test writes it once the run is deployed). It never writes to real
 storage: podman is only run against storage it could not see, with a private run root.
 """
 
@@ -83,6 +83,18 @@ def probe(args: argparse.Namespace, manifest: dict[str, Any]) -> dict[str, Any]:
     open_ports = [p for p in range(1, 65536) if p not in allowed and _quick(host, p)]
     cells["host loopback ports beyond the manifest's"] = {"refused": not open_ports, "detail": f"open: {open_ports}"}
     for name, address in _targets(args.targets, args.wait).items():
+        if address.startswith("/"):  # a file of the benchmark (the flags file flagd-style services read ...)
+            try:
+                Path(address).read_bytes()
+                cells[f"read {name}"] = {"refused": False, "detail": f"read {address}"}
+            except OSError as exc:
+                cells[f"read {name}"] = {"refused": True, "detail": f"{address}: {exc.strerror}"}
+            try:
+                with open(address, "ab"):
+                    cells[f"write {name}"] = {"refused": False, "detail": f"opened {address} for writing"}
+            except OSError as exc:
+                cells[f"write {name}"] = {"refused": True, "detail": f"{address}: {exc.strerror}"}
+            continue
         host, _, port = address.rpartition(":")
         tried = [h for h in dict.fromkeys([host, SLIRP_HOST if host in ("127.0.0.1", "localhost") else host])]
         reached = [f"{h}:{port}" for h in tried if _connect(h, int(port))]
