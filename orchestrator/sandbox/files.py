@@ -31,7 +31,7 @@ KEY_FILE_VARIABLES = ("OPSBENCH_JUDGE_API_KEY_FILE", "OPSBENCH_AGENT_API_KEY_FIL
 INTERPRETER = re.compile(r"^(?:python[0-9.]*|bash|sh|dash|node|ruby|perl)$")
 # Always hidden when present: homes, and the container engines' storage (OpsBench's and podman's defaults).
 ALWAYS_HIDDEN = ("/home", "/root", "/var/lib/opsbench", "/run/opsbench", "/var/lib/containers", "/run/containers",
-                 "/run/user")
+                 "/run/user", "/run/netns")
 # tmpfs sizes: enough for pip caches and scratch files of an agent, bounded so it cannot fill the host's memory.
 PRIVATE_SIZES = {"/tmp": "256m", "/var/tmp": "64m", "/dev/shm": "64m", "HOME": "64m"}
 

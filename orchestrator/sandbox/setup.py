@@ -24,15 +24,22 @@ SETUP = r"""
 set -eu
 trap 'echo "opsbench-sandbox: setup failed (see above)" >&2; exit 125' EXIT
 privileged=$1 uid=$2 gid=$3 stash=$4 workdir=$5 ruleset=$6; shift 6
-# 1. The host read-only: every mount (but /proc and /dev, whose files are not the host's storage) in this private
-# mount namespace; remounting a bind read-only changes this mount only, never the host's.
+nhide=$1; shift
+i=0; while [ "$i" -lt "$nhide" ]; do eval "hide_$i=\$1"; shift; i=$((i+1)); done
+# 1. The host read-only: every mount (but /proc and /dev, whose files are not the host's storage, and those below a
+# hidden directory) in this private mount namespace; remounting a bind read-only changes this mount only, never the host's.
 mounts=$(cat /proc/self/mountinfo)
 while read -r _ _ _ _ point opts _; do
   case "$point" in /proc|/proc/*|/dev|/dev/*|*\\*) continue;; esac
+  under=0; i=0
+  while [ "$i" -lt "$nhide" ]; do eval "h=\$hide_$i"; case "$point" in "$h"/*) under=1;; esac; i=$((i+1)); done
+  [ "$under" = 0 ] || continue  # out of sight below a hidden directory anyway
   flags=ro
-  for o in $(echo "$opts" | tr , ' '); do
+  IFS=,
+  for o in $opts; do
     case "$o" in nosuid|nodev|noexec|relatime|noatime|nodiratime|strictatime) flags="$flags,$o";; esac
   done
+  unset IFS
   mount -n -o "remount,bind,$flags" "$point" 2>/dev/null || case "$point" in
     /sys/*) ;;
     *) echo "opsbench-sandbox: cannot make $point read-only" >&2; exit 1;;
@@ -42,8 +49,6 @@ $mounts
 EOF
 mount -n -t tmpfs -o size=64k,mode=0700 opsbench-stash "$stash"
 cd "$stash"
-nhide=$1; shift
-i=0; while [ "$i" -lt "$nhide" ]; do eval "hide_$i=\$1"; shift; i=$((i+1)); done
 nprivate=$1; shift
 i=0; while [ "$i" -lt "$nprivate" ]; do eval "priv_$i=\$1 size_$i=\$2 pmode_$i=\$3"; shift 3; i=$((i+1)); done
 nkeep=$1; shift
