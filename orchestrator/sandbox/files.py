@@ -152,7 +152,7 @@ def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files:
     mask += [Path(f).resolve() for f in secret_files]
     for name in filter(None, [*named, program_path(command), *extra]):
         path = Path(name).resolve()
-        if not path.exists() or path in mask:
+        if not path.exists() or path in mask or any(k.target == path for k in keep):
             continue
         if copies is not None and path.is_file() and name in named:
             copy = copies / f"{len(keep)}-{path.name}"

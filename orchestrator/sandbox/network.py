@@ -20,6 +20,7 @@ closes (the orchestrator died) and is killed when the agent ends, on every path.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -84,7 +85,12 @@ def _strings(data: Any, change: Any) -> Any:
 def manifest_ports(manifest: Mapping[str, Any]) -> set[int]:
     """Host-loopback ports of the URLs the manifest names: the gateway and the application's entry points."""
     ports: set[int] = set()
-    _strings(dict(manifest), lambda s: ports.update(int(m["port"]) for m in LOOPBACK_URL.finditer(s)) or s)
+
+    def collect(text: str) -> str:
+        ports.update(int(m["port"]) for m in LOOPBACK_URL.finditer(text))
+        return text
+
+    _strings(dict(manifest), collect)
     return ports
 
 
@@ -195,8 +201,6 @@ class Slirp:
         try:
             self.proc.wait(2)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait()

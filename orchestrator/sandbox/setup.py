@@ -26,8 +26,9 @@ trap 'echo "opsbench-sandbox: setup failed (see above)" >&2; exit 125' EXIT
 privileged=$1 uid=$2 gid=$3 stash=$4 workdir=$5 ruleset=$6; shift 6
 nhide=$1; shift
 i=0; while [ "$i" -lt "$nhide" ]; do eval "hide_$i=\$1"; shift; i=$((i+1)); done
-# 1. The host read-only: every mount (but /proc and /dev, whose files are not the host's storage, and those below a
-# hidden directory) in this private mount namespace; remounting a bind read-only changes this mount only, never the host's.
+# 1. The host read-only: every mount (but /proc and /dev, whose files are not the host's storage, and those below
+# a hidden directory) in this private mount namespace; remounting a bind read-only changes this mount only, never
+# the host's.
 mounts=$(cat /proc/self/mountinfo)
 while read -r _ _ _ _ point opts _; do
   case "$point" in /proc|/proc/*|/dev|/dev/*|*\\*) continue;; esac

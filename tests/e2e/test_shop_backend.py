@@ -28,8 +28,8 @@ from prometheus_api_client import PrometheusConnect
 
 from orchestrator import paths
 from orchestrator.gateway import PodmanControl
-from orchestrator.sandbox import storage_dirs
 from orchestrator.runner import ansible_env
+from orchestrator.sandbox import storage_dirs
 from orchestrator.telemetry import TelemetryStore
 from orchestrator.topology import run_topology
 
@@ -103,18 +103,21 @@ def _write_probe_targets(home: Path, out: Path, decoy: str, stop: threading.Even
     targets: dict[str, str] = {"another run's gateway": decoy}
     for name in ("prometheus", "alertmanager"):
         targets[name] = env["endpoints"][name].split("//", 1)[1]
-    try:
+    run_id = envs[0].parent.name
+    ips: dict[str, str] = {}  # container name -> its address on the run's podman network
+    for name in podman("ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format", "{{.Names}}").stdout.split():
+        ip = podman("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", name)
+        if ip.stdout.split():
+            ips[name] = ip.stdout.split()[0]
+            targets[f"container {name}"] = f"{ips[name]}:8080"
+    try:  # every exporter and service Prometheus scrapes, at the address it scrapes (from the host's side)
         with urllib.request.urlopen(env["endpoints"]["prometheus"] + "/api/v1/targets", timeout=10) as resp:
             for t in json.loads(resp.read())["data"]["activeTargets"]:
-                targets[f"scrape target {t['labels'].get('instance')}"] = t["discoveredLabels"]["__address__"]
+                host, _, port = t["discoveredLabels"]["__address__"].rpartition(":")
+                if host in ips or host[:1].isdigit():
+                    targets[f"scrape target {t['labels'].get('instance')}"] = f"{ips.get(host, host)}:{port}"
     except OSError:
         pass
-    run_id = envs[0].parent.name
-    inspect = podman("ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format", "{{.Names}}")
-    for name in inspect.stdout.split():
-        ip = podman("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", name)
-        for address in ip.stdout.split()[:1]:
-            targets[f"container {name}"] = f"{address}:8080"
     flags = env.get("control", {}).get("flags_file")
     if flags:
         targets["the flags file"] = flags

@@ -331,7 +331,7 @@ class _StandIn:
         import threading
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_GET(self) -> None:
                 self.send_response(200)
                 self.end_headers()
                 self.wfile.write(name.encode())

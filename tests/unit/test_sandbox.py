@@ -226,7 +226,7 @@ class Server:
         body = name.encode()
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_GET(self) -> None:
                 self.send_response(200)
                 self.end_headers()
                 self.wfile.write(body)
@@ -275,8 +275,8 @@ def test_the_agent_reaches_its_gateway_and_nothing_else_on_the_host(agent_dir: P
     try:
         result = agent.run_agent(
             "python3 -c 'import json,os; print(json.load(open(os.environ[\"OPSBENCH_MANIFEST\"]))[\"tools\"][\"url\"])'"
-            f" > seen.txt; python3 fetch.py \"$(cat seen.txt)\" http://10.0.2.2:{other.port} http://127.0.0.1:{gateway.port} "
-            f"http://{host_ip}:{gateway.port} \"$OPSBENCH_LLM_BASE_URL\" >> seen.txt",
+            f" > seen.txt; python3 fetch.py \"$(cat seen.txt)\" http://10.0.2.2:{other.port} "
+            f"http://127.0.0.1:{gateway.port} http://{host_ip}:{gateway.port} \"$OPSBENCH_LLM_BASE_URL\" >> seen.txt",
             agent_dir, {"OPSBENCH_MANIFEST": str(manifest), "OPSBENCH_LLM_BASE_URL": f"http://127.0.0.1:{llm.port}"},
             30, lambda: False, lambda pid: None)
     finally:

@@ -7,8 +7,8 @@ still answer (``gateway``). The report goes to ``probe.json`` in the working dir
 Arguments (what an attacker would know or guess): ``--home DIR`` (the invoking user's home), ``--storage DIR``
 (repeatable: container storage and run root), ``--agent-dir DIR`` (another run's agent directory, repeatable),
 ``--targets FILE`` (JSON ``{"name": "host:port" or "/path"}``: observability, exporters, the flags file,
-containers, another run's gateway; waited for up to ``--wait`` s, the test writes it once the run is deployed). It never writes to real
-storage: podman is only run against storage it could not see, with a private run root.
+containers, another run's gateway; waited for up to ``--wait`` s, the test writes it once the run is deployed).
+It never writes to real storage: podman is only run against storage it could not see, with a private run root.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def _listing(path: Path) -> dict[str, Any]:
 def _connect(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(1.5)
-        return sock.connect_ex((host, port)) == 0
+        try:
+            return sock.connect_ex((host, port)) == 0
+        except OSError:  # a name that does not resolve in here
+            return False
 
 
 def _targets(file: str | None, wait: float) -> dict[str, str]:
