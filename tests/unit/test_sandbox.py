@@ -332,3 +332,16 @@ def test_a_missing_part_is_recorded_in_auto_and_refused_in_require(agent_dir: Pa
     monkeypatch.setenv("OPSBENCH_AGENT_SANDBOX", "auto")
     result = run(agent_dir, "true")
     assert result.isolation["network"] == {"mode": "host", "reason": "OPSBENCH_AGENT_NETWORK=host"}
+
+
+def test_show_prints_what_was_in_force(agent_dir: Path) -> None:
+    from orchestrator.run_views import render_summary
+
+    result = run(agent_dir, "true")
+    summary = {"run_id": "r1", "scenario": "s", "status": "completed", "reason": None, "evaluations": {},
+               "agent": {"status": "exited", "elapsed": 1.0, "isolation": result.isolation}, "cleanup": "done",
+               "recovered": None, "cleanup_problems": []}
+    line = next(x for x in render_summary(summary).splitlines() if "agent isolation" in x)
+    assert "namespaces (mount, pid" in line and "no capabilities" in line and "read-only host" in line, line
+    summary["agent"]["isolation"] = "namespaces (user, mount, pid); hidden: /x"  # a run recorded before issue 19
+    assert "agent isolation: namespaces (user, mount, pid)" in render_summary(summary)
