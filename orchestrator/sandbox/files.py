@@ -140,6 +140,8 @@ def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files:
     hide = [h for h in _outermost(hidden) if h != Path("/") and not _inside(h, private_dirs)]
     covered = hide + [p for p, _ in private]
     keep: list[Keep] = [Keep(paths.PROJECT_ROOT.resolve() / "orchestrator", "ro")]
+    if venv_project in hide and venv_project != paths.PROJECT_ROOT.resolve():
+        keep.append(Keep(venv_project / "orchestrator", "ro"))  # what the venv's editable install imports
     for prefix in {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
                    Path(os.path.realpath(sys.executable)).parent.parent}:
         if _inside(prefix, covered):

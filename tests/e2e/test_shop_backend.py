@@ -168,6 +168,7 @@ def test_a_probing_agent_is_refused_everything(shop: dict[str, Any]) -> None:
     isolation = shop["result"]["agent"]["isolation"]
     assert isolation["sandbox"] == "namespaces" and isolation["missing"] == [], isolation
     assert isolation["network"]["mode"] == "egress"
+    assert shop["result"]["agent"]["status"] == "exited", shop["result"]["agent"]  # the heuristic agent ran after
     left = subprocess.run(["pgrep", "-af", "slirp4netns"], capture_output=True, text=True, check=False).stdout
     assert str(shop["run_dir"]) not in left, left
 
