@@ -117,8 +117,16 @@ def _homes(environ: Mapping[str, str]) -> list[Path]:
     return homes
 
 
+def _is_dir(path: Path) -> bool:
+    """False also for a directory we may not look into: then the agent (our uid or less) may not either."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _outermost(dirs: Iterable[Path]) -> list[Path]:
-    unique = sorted({d for d in dirs if d.is_dir()})
+    unique = sorted({d for d in dirs if _is_dir(d)})
     return [d for d in unique if not any(other in d.parents for other in unique)]
 
 
@@ -130,7 +138,7 @@ def plan(agent_dir: Path, environ: Mapping[str, str] = os.environ, secret_files:
     the files the manifest names in (the agent runs as another uid than their owner); None shows them as they are."""
     home = Path(environ.get("HOME") or Path.home()).resolve()
     private = [(Path(p).resolve() if p != "HOME" else home, size) for p, size in PRIVATE_SIZES.items()]
-    private = [(p, size) for p, size in private if p.is_dir() and p != Path("/")]
+    private = [(p, size) for p, size in private if _is_dir(p) and p != Path("/")]
     venv_project = Path(sys.prefix).resolve().parent  # a checkout whose venv runs this one (a git worktree)
     hidden = [paths.PROJECT_ROOT.resolve(), paths.state_dir().resolve(),
               *([venv_project] if (venv_project / "scenario_specs").is_dir() else []),

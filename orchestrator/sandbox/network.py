@@ -177,10 +177,13 @@ class Slirp:
             time.sleep(0.01)
         exit_r, self._exit_w = os.pipe()
         ready_r, ready_w = os.pipe()
+        if os.geteuid() == 0:  # never in the host's mount namespace (containers/libpod#4113)
+            argv = ["unshare", "--mount", "--propagation", "private", "--", "slirp4netns", "--enable-sandbox"]
+        else:  # the namespace belongs to the sandbox's user namespace; slirp4netns joins it (cannot unmount ours)
+            argv = ["slirp4netns", f"--userns-path=/proc/{pid}/ns/user"]
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "--", "slirp4netns", "--configure",
-                 "--mtu=65520", "--enable-sandbox", "--enable-seccomp", f"--exit-fd={exit_r}",
+                [*argv, "--configure", "--mtu=65520", "--enable-seccomp", f"--exit-fd={exit_r}",
                  f"--ready-fd={ready_w}", str(pid), "tap0"],
                 pass_fds=(exit_r, ready_w), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True)

@@ -41,8 +41,11 @@ while read -r _ _ _ _ point opts _; do
     case "$o" in nosuid|nodev|noexec|relatime|noatime|nodiratime|strictatime) flags="$flags,$o";; esac
   done
   unset IFS
-  mount -n -o "remount,bind,$flags" "$point" 2>/dev/null || case "$point" in
-    /sys/*) ;;
+  # A mount the kernel will not remount (locked in a user namespace, some of /sys): fatal as root, where nothing
+  # should refuse; else said on the agent's stderr.
+  mount -n -o "remount,bind,$flags" "$point" 2>/dev/null || case "$privileged:$point" in
+    *:/sys/*) ;;
+    0:*) echo "opsbench-sandbox: warning: $point stays writable (the kernel refused to remount it)" >&2;;
     *) echo "opsbench-sandbox: cannot make $point read-only" >&2; exit 1;;
   esac
 done <<EOF
@@ -67,7 +70,9 @@ i=0
 while [ "$i" -lt "$nprivate" ]; do
   eval "path=\$priv_$i size=\$size_$i pmode=\$pmode_$i"
   mkdir -p "$path"
-  if [ "$pmode" = home ]; then opts="mode=0700,uid=$uid,gid=$gid"; else opts="mode=1777"; fi
+  if [ "$pmode" != home ]; then opts="mode=1777"
+  elif [ "$privileged" = 1 ]; then opts="mode=0700,uid=$uid,gid=$gid"
+  else opts="mode=0700,uid=0,gid=0"; fi  # the invoking user is root of the sandbox's user namespace
   mount -n -t tmpfs -o "size=$size,nosuid,nodev,$opts" opsbench-private "$path"
   i=$((i+1))
 done
@@ -81,7 +86,7 @@ while [ "$i" -lt "$nkeep" ]; do
 done
 nmask=$1; shift
 i=0; while [ "$i" -lt "$nmask" ]; do mount -n --bind /dev/null "$1"; shift; i=$((i+1)); done
-i=0; while [ "$i" -lt "$nhide" ]; do eval "mount -n -o remount,ro \"\$hide_$i\""; i=$((i+1)); done
+i=0; while [ "$i" -lt "$nhide" ]; do eval "mount -n -o remount,bind,ro \"\$hide_$i\""; i=$((i+1)); done
 # 2. The network: wait for slirp4netns (started from outside) to configure tap0, then the agent's firewall.
 if [ -n "$ruleset" ]; then
   ip link set lo up
