@@ -44,8 +44,8 @@ def podman(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["podman", *args], env=env, capture_output=True, text=True, check=False)
 
 
-def deploy(home: Path, *agent: str, **env: str) -> dict[str, Any]:
-    rc, result = run_json(home, "run", SCENARIO, "--keep", *agent, **env)
+def deploy(home: Path, *agent: str, timeout: float = 300, **env: str) -> dict[str, Any]:
+    rc, result = run_json(home, "run", SCENARIO, "--keep", *agent, timeout=timeout, **env)
     if rc != 0 and result.get("run_id"):  # a kept environment that failed its baseline must not leak
         run_cli(home, "cleanup", "--teardown", result["run_id"], "--json")
     assert rc == 0, (result.get("reason"), result.get("phases"))
@@ -140,7 +140,8 @@ def shop(shop_home: Path) -> Iterator[dict[str, Any]]:
     try:
         run = deploy(shop_home, "--agent", f"{sys.executable} {prober} --home {Path.home()} {storage} "
                      f"--agent-dir {other} --targets {probe_dir / 'targets.json'} --wait 240 "
-                     "--then orchestrator.agents.heuristic", OPSBENCH_AGENT_VISIBLE=str(probe_dir))
+                     "--then orchestrator.agents.heuristic", timeout=600,  # a guard: 300 s ran out at load 40
+                     OPSBENCH_AGENT_VISIBLE=str(probe_dir))
     finally:
         stop.set()
         decoy.close()
