@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator import sandbox
 
@@ -21,7 +20,8 @@ class AgentResult:
     exit_code: int | None
     elapsed: float
     detail: str = ""
-    isolation: str = ""  # what kept the agent from the answers (orchestrator/sandbox.py), or why nothing did
+    # what contained the agent (orchestrator/sandbox/: sandbox.prepare's record), or why nothing did
+    isolation: dict[str, Any] = field(default_factory=dict)
 
 
 # The orchestrator's own credentials: an agent must not get them (the judge's key, the agent API's key, and the
@@ -55,25 +55,6 @@ def kill_group(pid: int, grace: float = 5.0) -> None:
             time.sleep(0.1)
 
 
-def agent_argv(command: str, agent_dir: Path, environ: Mapping[str, str],
-               secret_files: Iterable[Path] = ()) -> tuple[list[str], str, Path | None]:
-    """(argv, isolation, stash directory to remove afterwards) for ``command``, sandboxed as configured.
-    Raises ``sandbox.SandboxUnavailable`` when the sandbox is required and cannot run here."""
-    plain = ["/bin/sh", "-c", command]
-    how = sandbox.mode(environ)
-    if how == "off":
-        return plain, "none: OPSBENCH_AGENT_SANDBOX=off", None
-    reason = sandbox.unavailable_reason()
-    if reason:
-        if how == "require":
-            raise sandbox.SandboxUnavailable(f"the agent sandbox cannot run here: {reason} "
-                                             "(OPSBENCH_AGENT_SANDBOX=require)")
-        return plain, f"none: {reason}", None
-    plan = sandbox.plan(agent_dir, environ, secret_files, command)
-    stash = Path(tempfile.mkdtemp(prefix="opsbench-sandbox-"))
-    return sandbox.wrap(command, plan, stash, agent_dir / "workspace"), sandbox.describe(plan), stash
-
-
 def run_agent(
     command: str,
     agent_dir: Path,
@@ -83,26 +64,27 @@ def run_agent(
     on_start: Callable[[int], None],
     secret_files: Iterable[Path] = (),
 ) -> AgentResult:
-    """Run ``command`` through /bin/sh in ``agent_dir/workspace`` (in the sandbox: orchestrator/sandbox.py) until
-    it exits or the budget ends. ``secret_files``: files the agent must not read wherever they are."""
+    """Run ``command`` through /bin/sh in ``agent_dir/workspace`` (contained: orchestrator/sandbox/) until it
+    exits or the budget ends. ``secret_files``: files the agent must not read wherever they are."""
     try:
-        argv, isolation, stash = agent_argv(command, agent_dir, os.environ, secret_files)
+        prepared = sandbox.prepare(command, agent_dir, os.environ, secret_files)
     except (sandbox.SandboxUnavailable, ValueError) as exc:
-        return AgentResult("not_started", None, 0.0, str(exc), isolation="none")
+        return AgentResult("not_started", None, 0.0, str(exc), isolation={"sandbox": "none", "reason": str(exc)})
     try:
-        result = _supervise(argv, agent_dir, env, budget_seconds, interrupted, on_start)
+        result = _supervise(prepared, agent_dir, prepared.environ(agent_environ(os.environ, env)), budget_seconds,
+                            interrupted, on_start)
     finally:
-        if stash is not None:
-            shutil.rmtree(stash, ignore_errors=True)
-    result.isolation = isolation
-    if result.status == "crashed" and stash is not None and "No such file or directory" in result.detail:
+        prepared.close()
+    result.isolation = prepared.isolation
+    if (result.status == "crashed" and prepared.isolation.get("sandbox") == "namespaces"
+            and "No such file or directory" in result.detail):
         result.detail += (" (the agent sandbox hides the project tree and the state directory but for the agent's "
                           "own files: OPSBENCH_AGENT_VISIBLE=path:path shows more, see docs/agents.md)")
     return result
 
 
 def _supervise(
-    argv: list[str],
+    prepared: sandbox.Prepared,
     agent_dir: Path,
     env: dict[str, str],
     budget_seconds: int,
@@ -114,15 +96,21 @@ def _supervise(
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            argv, cwd=agent_dir / "workspace", env=agent_environ(os.environ, env),
+            prepared.argv, cwd=agent_dir / "workspace", env=env,
             stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True,
         )
     except OSError as exc:
-        return AgentResult("not_started", None, 0.0, f"could not start {argv[0]}: {exc}")
+        return AgentResult("not_started", None, 0.0, f"could not start {prepared.argv[0]}: {exc}")
     finally:
         stdout.close()
         stderr.close()
     on_start(proc.pid)
+    try:
+        prepared.started(proc.pid)
+    except RuntimeError as exc:
+        kill_group(proc.pid, grace=0.0)
+        proc.wait()
+        return AgentResult("not_started", None, time.monotonic() - start, f"the agent sandbox's network: {exc}")
     deadline = start + budget_seconds
     while True:
         code = proc.poll()

@@ -421,7 +421,8 @@ class Run:
         (agent_dir / "agent-api.jsonl").write_text(
             "".join(json.dumps(e) + "\n" for e in self.remote.state.events))
         return AgentResult(status, 0 if status == "exited" else None, time.monotonic() - start, detail,
-                           isolation="remote: reaches the benchmark only through the agent API and the gateway")
+                           isolation={"sandbox": "remote",
+                                      "reason": "reaches the benchmark only through the agent API and the gateway"})
 
     def _command_agent(self, agent_dir: Path, budget: int) -> AgentResult:
         def on_start(pid: int) -> None:

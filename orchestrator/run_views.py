@@ -15,9 +15,10 @@ def render_summary(s: dict[str, Any]) -> str:
     if s["agent"]:
         lines.append(f"  agent: {s['agent'].get('status')} in {s['agent'].get('elapsed')}s"
                      + (f" ({s['agent']['detail']})" if s["agent"].get("detail") else ""))
-        isolation = str(s["agent"].get("isolation") or "")
+        isolation = s["agent"].get("isolation")
         if isolation:  # the full lists are in --json; a run without a sandbox is worth a glance
-            lines.append(f"  agent isolation: {isolation.split(';')[0]}")
+            from orchestrator.sandbox import summary
+            lines.append(f"  agent isolation: {summary(isolation)}")
     for name, scores in s["evaluations"].items():
         shown = {k: v for k, v in scores.items() if k not in ("predicted",)}
         lines.append(f"  {name}: {json.dumps(shown, sort_keys=True)}")

@@ -33,3 +33,18 @@ def echo_err(quiet: bool) -> Callable[[str], None]:
             click.echo(text, err=True)
 
     return echo
+
+
+def _set_agent_network(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    import os
+
+    if value:  # read by orchestrator/sandbox/ wherever a command agent starts, campaign workers included
+        os.environ["OPSBENCH_AGENT_NETWORK"] = value
+
+
+agent_network_option = click.option(
+    "--agent-network", type=click.Choice(["egress", "gateway", "host"]), default=None, expose_value=False,
+    callback=_set_agent_network, is_eager=True,
+    help="A command agent's network: egress (default: its gateway and non-host addresses), gateway (its gateway "
+         "only) or host (no namespace of its own); OPSBENCH_AGENT_ALLOW=host:port,... adds an LLM server. Same as "
+         "OPSBENCH_AGENT_NETWORK.")

@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
-from orchestrator.cli.common import echo_err, emit_json, progress
+from orchestrator.cli.common import agent_network_option, echo_err, emit_json, progress
 from orchestrator.errors import OpsBenchError
 
 
 @click.command("verify-scenarios")
+@agent_network_option
 @click.argument("scenarios", nargs=-1)
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100),
               help="Trials per scenario; all must pass.")
@@ -48,6 +49,7 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
 
 
 @click.command()
+@agent_network_option
 @click.argument("scenarios", nargs=-1)
 @click.option("--file", "campaign_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A campaign file (YAML: name, scenarios, agents, trials, parallel); options given here override.")
@@ -93,19 +95,32 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
 
 
 @click.command()
+@agent_network_option
 @click.argument("scenarios", nargs=-1)
 @click.option("--trials", default=2, show_default=True, type=click.IntRange(1, 50), help="Trials per scenario.")
 @click.option("--parallel", "levels", default="1,2", show_default=True,
               help="Comma-separated environments-at-once levels to measure.")
 @click.option("--overhead-repeats", default=5, show_default=True, type=click.IntRange(1, 50),
               help="Interleaved repeats of one step, orchestrator vs bare ansible-playbook.")
+@click.option("--agent-startup", "agent_startup", type=click.IntRange(1, 200), default=None, metavar="N",
+              help="Only measure a command agent's start-up N times with and without containment (nothing is "
+                   "deployed; see docs/agents.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, as_json: bool,
-          quiet: bool) -> None:
+def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, agent_startup: int | None,
+          as_json: bool, quiet: bool) -> None:
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
     Default scenarios: loopweb-web-down and shop-cart-down. See docs/performance.md."""
+    if agent_startup is not None:
+        from orchestrator.harness import bench_sandbox
+
+        startup = bench_sandbox.bench(agent_startup, echo_err(quiet))
+        if as_json:
+            emit_json(startup)
+        else:
+            click.echo(bench_sandbox.render(startup))
+        return
     from orchestrator.catalog import find_scenario
     from orchestrator.harness.bench_lifecycle import DEFAULT_SCENARIOS, parse_levels, render
     from orchestrator.harness.bench_lifecycle import bench as run_bench

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.common import echo_err, emit_json, progress
+from orchestrator.cli.common import agent_network_option, echo_err, emit_json, progress
 
 
 @click.command()
+@agent_network_option
 @click.argument("snapshots", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @click.option("--agent", help="Agent command (default: the scenario's baseline agent).")
 @click.option("--trials", default=1, show_default=True, type=click.IntRange(1, 1000), help="Trials per snapshot.")

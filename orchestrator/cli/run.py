@@ -7,10 +7,11 @@ import sys
 import click
 
 from orchestrator import store
-from orchestrator.cli.common import echo_err, emit_json, progress
+from orchestrator.cli.common import agent_network_option, echo_err, emit_json, progress
 
 
 @click.command()
+@agent_network_option
 @click.argument("scenario")
 @click.option("--agent", help="Agent command, run with OPSBENCH_MANIFEST set (default: the heuristic baseline agent).")
 @click.option("--keep", is_flag=True, help="Leave the environment deployed after the run.")

@@ -54,13 +54,14 @@ def build_mcp_app(gateway: Gateway, host: str = "127.0.0.1") -> tuple[Streamable
     """The ASGI endpoint and its session manager; the caller runs `manager.run()` for the app's lifetime.
 
     On a loopback bind, Host/Origin checks (DNS rebinding protection) stay on; on any other bind the bearer token
-    is the only gate, as for REST.
+    is the only gate, as for REST. A contained command agent reaches the host's loopback as 10.0.2.2 (slirp4netns,
+    orchestrator/sandbox/network.py), an address literal no rebinding name resolves to in a browser's stead.
     """
     if host in LOOPBACK:
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "10.0.2.2:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", "http://10.0.2.2:*"],
         )
     else:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -90,8 +90,10 @@ def _trajectory(run_dir: Path) -> list[dict[str, Any]]:
 
 def test_llm_agent_runs_a_live_scenario_against_a_scripted_model(home: Path, scripted_model: ScriptedModel) -> None:
     agent = f"{shlex.quote(sys.executable)} -m orchestrator.agents.llm"
+    # The model listens on the host's loopback: the agent's network lets it through only when allowed.
     rc, result = run_json(home, "run", "loopweb-web-down", "--agent", agent, timeout=400,
-                          OPSBENCH_LLM_URL=scripted_model.url, OPSBENCH_LLM_MODEL="scripted")
+                          OPSBENCH_LLM_URL=scripted_model.url, OPSBENCH_LLM_MODEL="scripted",
+                          OPSBENCH_AGENT_ALLOW=f"127.0.0.1:{scripted_model.server.server_port}")
     assert rc == 0, (result.get("reason"), result.get("phases"))
     run_dir = Path(result["run_dir"])
 
@@ -117,6 +119,8 @@ def test_llm_agent_runs_a_live_scenario_against_a_scripted_model(home: Path, scr
     assert (process["input_tokens"], process["output_tokens"]) == (1200, 80)
     assert result["cleanup"] == "done"
     assert_no_leftovers(run_dir)
+    network = result["agent"]["isolation"]["network"]
+    assert network["mode"] == "egress" and scripted_model.server.server_port in network["host_ports"]
 
 
 def test_heuristic_agent_diagnoses_a_shop_incident_over_mcp(home: Path) -> None:

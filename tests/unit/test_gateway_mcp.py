@@ -104,3 +104,17 @@ def test_the_synchronous_mcp_client_pages_and_raises_on_refusals(served: Served)
             call("restart", service="checkout")
     assert [(r["tool"], r["status"], r["transport"]) for r in trajectory(served.run_dir)] == [
         ("get_alerts", "ok", "mcp"), ("get_alerts", "ok", "mcp"), ("restart", "denied", "mcp")]
+
+
+def test_mcp_accepts_a_contained_agents_host_and_refuses_a_rebound_name(served: Served) -> None:
+    """A contained agent reaches the host's loopback as 10.0.2.2 (orchestrator/sandbox/network.py); a DNS
+    rebinding page sends its own name as Host and is refused."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}
+    port = served.url.rsplit(":", 1)[1]
+    headers = {**AUTH, "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    ok = httpx.post(f"{served.url}/mcp", headers={**headers, "Host": f"10.0.2.2:{port}"}, json=init)
+    bad = httpx.post(f"{served.url}/mcp", headers={**headers, "Host": f"evil.example:{port}"}, json=init)
+    assert ok.status_code == 200, ok.text
+    assert bad.status_code == 421, bad.text

@@ -8,7 +8,9 @@ and turns into a failure the day it starts passing, so the table never overstate
 table and its count (`pytest -s`).
 
 Ways in: `rest` (the gateway's REST API, in-process), `mcp` (the gateway's MCP endpoint over real Streamable HTTP),
-`command` (what a command agent process gets: its environment and files), `manifest` (the manifest of every
+`command` (what a command agent process gets: its environment, files and network; the host and network cells
+are tried by the probing agent tests/e2e/agents/prober.py, which the live e2e test also runs in a shop run),
+`manifest` (the manifest of every
 scenario spec), `agent_api` (the remote agents' HTTP API).
 
 Many single behaviours are tested in detail in test_gateway_*.py; the cells here call the same public entry points
@@ -245,7 +247,7 @@ def _sandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) ->
     (agent_dir / "workspace").mkdir(parents=True)
     result = run_agent(command, agent_dir, {}, 30, lambda: False, lambda pid: None)
     assert result.status in ("exited", "crashed"), result
-    assert result.isolation.startswith("namespaces"), result.isolation
+    assert result.isolation["sandbox"] == "namespaces", result.isolation
     seen = agent_dir / "workspace" / "seen.txt"
     return (seen.read_text() if seen.exists() else ""), (agent_dir / "stderr.log").read_text()
 
@@ -314,6 +316,123 @@ def cmd_exceed_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.status == "timeout" and "budget" in result.detail  # recorded in the run's agent result
     procs = subprocess.run(["pgrep", "-f", "sleep 60 & sleep 60"], capture_output=True, text=True, check=False)
     assert procs.stdout.strip() == "", "the agent's process group outlived its budget"
+
+
+# command agents: the host and the network (issue 19), tried by the probing agent of the live e2e test
+PROBER = paths.PROJECT_ROOT / "tests" / "e2e" / "agents" / "prober.py"
+_PROBE: dict[str, Any] = {}
+
+
+class _StandIn:
+    """An HTTP server standing in for a benchmark service (Prometheus, another run's gateway ...)."""
+
+    def __init__(self, name: str, host: str = "127.0.0.1") -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(name.encode())
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.address = f"{host}:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The prober's report (run once for the module's cells): a run with a gateway, stand-ins for Prometheus,
+    Alertmanager, another run's gateway and a service on the host's own address (as the runs' podman networks
+    are reached), another run's agent directory, the real container storage and the invoking user's home."""
+    if _PROBE:
+        return _PROBE
+    from orchestrator.sandbox import network, storage_dirs
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("OPSBENCH_HOME", str(home))
+    agent_dir = home / "runs" / "r1" / "agent"
+    (agent_dir / "workspace").mkdir(parents=True)
+    other = home / "runs" / "r0" / "agent"
+    (other / "workspace").mkdir(parents=True)
+    (other / "output.json").write_text(MARKER)
+    host_ip = next((n.split("/")[0] for n in network.host_networks() if n.endswith("/32")
+                    and not n.startswith("127.")), "127.0.0.1")
+    servers = {"gateway": _StandIn("gateway"), "prometheus": _StandIn("prometheus"),
+               "alertmanager": _StandIn("alertmanager"), "another run's gateway": _StandIn("gateway r0"),
+               "a service on the host's address": _StandIn("exporter", host_ip)}
+    try:
+        manifest = {"tools": {"url": f"http://{servers['gateway'].address}"}}
+        (agent_dir / "manifest.json").write_text(json.dumps(manifest))
+        targets = agent_dir / "workspace" / "targets.json"
+        targets.write_text(json.dumps({k: v.address for k, v in servers.items() if k != "gateway"}))
+        storage = " ".join(f"--storage {d}" for d in storage_dirs())
+        result = run_agent(f"{sys.executable} {PROBER} --home {Path.home()} {storage} --agent-dir {other} "
+                           f"--targets {targets} --wait 0", agent_dir,
+                           {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json")}, 120, lambda: False,
+                           lambda pid: None)
+    finally:
+        for server in servers.values():
+            server.close()
+    assert result.status == "exited", (result, (agent_dir / "stderr.log").read_text()[-2000:])
+    _PROBE.update(json.loads((agent_dir / "workspace" / "probe.json").read_text()))
+    _PROBE["isolation"] = result.isolation
+    return _PROBE
+
+
+def _refused(report: dict[str, Any], *prefixes: str) -> None:
+    cells = {k: v for k, v in report["cells"].items() if k.startswith(prefixes)}
+    assert cells and all(v["refused"] for v in cells.values()), cells
+
+
+def cmd_write_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _refused(_probe(tmp_path, monkeypatch), "write /etc", "write the interpreter", "write the venv")
+
+
+def cmd_read_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _refused(_probe(tmp_path, monkeypatch), "read the invoking user's ~/.ssh")
+
+
+def cmd_container_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = _probe(tmp_path, monkeypatch)
+    if any(k.startswith("read container storage") for k in report["cells"]):
+        _refused(report, "read container storage", "write container storage")
+    else:  # no storage configured here: the plan still hides where it would be
+        assert {"/var/lib/opsbench", "/run/opsbench"} <= set(report["isolation"]["hidden"])
+
+
+def cmd_podman(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _refused(_probe(tmp_path, monkeypatch), "podman against the storage")
+
+
+def cmd_other_agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _refused(_probe(tmp_path, monkeypatch), "read another run's agent dir")
+
+
+def net_observability(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = _probe(tmp_path, monkeypatch)
+    _refused(report, "connect prometheus", "connect alertmanager")
+    assert report["gateway"]["reachable"], report["gateway"]  # and its own gateway still answers
+
+
+def net_machinery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exporters, flagd and fault proxies listen on the runs' podman networks or the host's loopback."""
+    report = _probe(tmp_path, monkeypatch)
+    _refused(report, "connect a service on the host's address", "host loopback ports beyond the manifest's")
+    assert report["gateway"]["reachable"], report["gateway"]
+
+
+def net_other_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = _probe(tmp_path, monkeypatch)
+    _refused(report, "connect another run's gateway")
+    assert report["gateway"]["reachable"], report["gateway"]
 
 
 # manifests of every scenario spec
@@ -391,7 +510,10 @@ def api_exceed_budget(tmp_path: Path) -> None:
 # -- the table ----------------------------------------------------------------------------------------------------
 CHECKS = ["read ground truth or scenario files", "see fault parameters", "reach the observability stack's config",
           "act on the observability stack or fault machinery", "use another run's token", "exceed its budget",
-          "get the orchestrator's own credentials"]
+          "get the orchestrator's own credentials", "write the host (/etc, the interpreter, the venv)",
+          "read the invoking user's ~/.ssh", "read or write the container storage",
+          "run podman against the container storage", "read another run's agent directory",
+          "reach exporters, flagd or a fault proxy", "reach another run's gateway"]
 WAYS = ["rest", "mcp", "command", "manifest", "agent_api"]
 Cell = Callable[..., None]
 AUDIT: dict[tuple[str, str], Cell] = {}
@@ -409,6 +531,14 @@ AUDIT[(CHECKS[3], "command (files)")] = cmd_act_on_machinery
 AUDIT[(CHECKS[6], "command (files)")] = cmd_orchestrator_secrets_files
 AUDIT[(CHECKS[6], "command")] = cmd_orchestrator_secrets
 AUDIT[(CHECKS[5], "command")] = cmd_exceed_budget
+AUDIT[(CHECKS[7], "command (files)")] = cmd_write_host
+AUDIT[(CHECKS[8], "command (files)")] = cmd_read_ssh
+AUDIT[(CHECKS[9], "command (files)")] = cmd_container_storage
+AUDIT[(CHECKS[10], "command (files)")] = cmd_podman
+AUDIT[(CHECKS[11], "command (files)")] = cmd_other_agent_dir
+AUDIT[(CHECKS[2], "command (network)")] = net_observability
+AUDIT[(CHECKS[12], "command (network)")] = net_machinery
+AUDIT[(CHECKS[13], "command (network)")] = net_other_gateway
 AUDIT[(CHECKS[0], "manifest")] = man_read_ground_truth
 AUDIT[(CHECKS[1], "manifest")] = man_see_fault_parameters
 AUDIT[(CHECKS[2], "manifest")] = man_reach_observability
@@ -416,7 +546,8 @@ AUDIT[(CHECKS[4], "agent_api")] = api_other_run_token
 AUDIT[(CHECKS[5], "agent_api")] = api_exceed_budget
 
 # Cells whose refusal is not enforced yet (strict xfails). Empty since the command agent sandbox
-# (orchestrator/sandbox.py) closed the last one: a command agent could read scenario_specs/.
+# (orchestrator/sandbox/) closed the last ones: a command agent could read scenario_specs/ (issue 11), and write
+# /etc, read ~/.ssh and the container storage, and reach Prometheus on the host's loopback (issue 19).
 KNOWN_GAPS: dict[tuple[str, str], str] = {}
 RESULTS: dict[tuple[str, str], str] = {}
 
@@ -454,8 +585,8 @@ def test_audit_table() -> None:
     """Runs after the cells (file order): prints the table and checks that every cell ran."""
     if not RESULTS:
         pytest.skip("the audit cells were not selected in this session (e.g. -k), nothing to tabulate")
-    lines = [f"{'check':52} {'way in':16} result"]
-    lines += [f"{check:52} {way:16} {RESULTS.get((check, way), 'not run')}" for check, way in AUDIT]
+    lines = [f"{'check':52} {'way in':18} result"]
+    lines += [f"{check:52} {way:18} {RESULTS.get((check, way), 'not run')}" for check, way in AUDIT]
     enforced = sum(1 for v in RESULTS.values() if v.startswith("refused"))
     lines.append(f"isolation audit: {len(AUDIT)} cells, {enforced} enforced, {len(KNOWN_GAPS)} known gap(s)")
     print("\n" + "\n".join(lines))
