@@ -476,10 +476,10 @@ class Run:
             self.cleanup(first_index=len(FORWARD) + 1, total=total)
         return self.summary()
 
-    def _forward(self, steps: list[str], total: int) -> None:
+    def _forward(self, steps: list[str], total: int, first_index: int = 1) -> None:
         """Run `steps` in order until one fails or an interrupt arrives; record the run's status and reason."""
         status, reason = "completed", ""
-        for index, step in enumerate(steps, 1):
+        for index, step in enumerate(steps, first_index):
             if self._interrupted():
                 status, reason = "interrupted", f"interrupted before {step}"
                 break

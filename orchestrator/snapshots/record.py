@@ -134,7 +134,7 @@ class RecordingRun(Run):
             if self.state["status"] == "completed":
                 self._snapshot(Path(out), staging, len(forward) + 1, total, floor, cap_s)
             if after and self.state["status"] == "completed":
-                self._forward(after, total)
+                self._forward(after, total, first_index=len(forward) + 2)
             self.cleanup(first_index=len(forward) + len(after) + 2, total=total)
             if "remove" in self.state["done"] or "inject" not in self.state["started"]:
                 pristine = self._step("pristine", total, total, cleanup=True)
