@@ -109,3 +109,12 @@ def test_record_without_check_runs_no_agent(tmp_path: Path, monkeypatch: pytest.
     assert res.exit_code == 0, res.output
     assert "collect" not in playbooks.steps and "evaluate" not in playbooks.steps
     assert "replay(s) match" not in res.output
+
+
+def test_an_alert_that_began_after_the_frozen_now_is_not_part_of_the_snapshot() -> None:
+    from orchestrator.snapshots.capture import started_after
+
+    now = 1_795_628_204.956  # 2026-11-25T17:36:44.956Z, the handover of a live shop-catalog-slow-responses recording
+    assert started_after({"startsAt": "2026-11-25T17:36:54.983Z"}, now)  # it fired during the live agent's run
+    assert not started_after({"startsAt": "2026-11-25T17:36:16.983Z"}, now)
+    assert not started_after({"startsAt": "not a time"}, now)  # kept: never drop what cannot be placed
