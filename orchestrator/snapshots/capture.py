@@ -29,9 +29,9 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
