@@ -39,13 +39,21 @@ PLAYBOOKS = {
     "recovery": "check.yml", "teardown": "teardown.yml", "pristine": "pristine.yml",
     # Recording a snapshot at handover instead of running an agent (orchestrator/snapshots/record.py).
     "snapshot": "snapshot_record.yml",
+    # A replay trial's collect, evaluate and revoke in one invocation (see FINISH_STEPS).
+    "finish": "finish.yml",
 }
 # One trial on an environment that stays up (verify-scenarios, campaigns): no agent, no deploy.
 TRIAL_FORWARD = ["baseline", "inject", "manifestation"]
 TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
 # One replay trial on a frozen environment (roles/env_snapshot): the incident was recorded at handover, so there is
 # nothing to inject or remove; revoke is its only undo step, and the host's teardown stops the frozen Prometheus.
-REPLAY_FORWARD = ["handover", "agent", "collect", "evaluate"]
+# Two playbook invocations instead of five (each costs 2-5 s of start-up on 2 cores): handover, then `finish`
+# (playbooks/finish.yml imports collect.yml, evaluate.yml and revoke.yml, one play each), recorded as the three
+# steps it ran, timed by its plays' starts. A failed play stops it; revoke is then owed and runs on its own.
+REPLAY_FORWARD = ["handover", "agent", "finish"]
+FINISH_STEPS = ["collect", "evaluate", "revoke"]
+FINISH_STATS = {"collect": ("collect",), "evaluate": ("evaluations",), "revoke": ("revoke",)}
+"""Which of the finish playbook's set_stats keys belong to which of its steps."""
 SNAPSHOT_ROLE = "env_snapshot"
 LIVE_ONLY_KINDS = frozenset({"mitigate"})
 """Task kinds that need the live world (a mitigation, a cost mitigation, is scored by what it changed)."""
@@ -138,6 +146,8 @@ class Run:
         self.interrupts: Interrupts | None = None
         # A remote agent's API server (orchestrator/agent_api.py); set by the caller, never persisted.
         self.remote: AgentAPI | None = None
+        # The plays of the step running now: when each started and its first failed task (see `_finish`).
+        self._plays: list[tuple[float, str | None]] = []
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -305,7 +315,7 @@ class Run:
             ev["opsbench_tool_profile"] = self.state.get("tool_profile", "full")
             if self.state.get("visible_since") is not None:
                 ev["opsbench_visible_since"] = self.state["visible_since"]
-        elif step == "evaluate":
+        elif step in ("evaluate", "finish"):
             ev["opsbench_evaluators"] = v["evaluators"]
             ev["opsbench_ground_truth"] = v["ground_truth"]
             # When each phase ran and how the agent ended: MTTD/MTTR and the process metrics.
@@ -374,9 +384,18 @@ class Run:
             terminate_playbook(int(pid))
 
     def _event_handler(self, step: str) -> EventHandler:
+        plays: list[tuple[float, str | None]] = []
+        self._plays = plays
+
         def handle(event: dict[str, Any]) -> None:
-            if event.get("event") == "playbook_on_task_start":
-                self.progress.task(step, event.get("event_data", {}).get("task", ""))
+            kind, data = event.get("event"), event.get("event_data", {})
+            if kind == "playbook_on_task_start":
+                self.progress.task(step, data.get("task", ""))
+            elif kind == "playbook_on_play_start":
+                plays.append((time.time(), None))
+            elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors") and plays \
+                    and plays[-1][1] is None:
+                plays[-1] = (plays[-1][0], str(data.get("task", "?")))
         return handle
 
     def _agent(self, index: int, total: int) -> AgentResult:
@@ -458,10 +477,10 @@ class Run:
             self.cleanup(first_index=len(FORWARD) + 1, total=total)
         return self.summary()
 
-    def _forward(self, steps: list[str], total: int) -> None:
+    def _forward(self, steps: list[str], total: int, first_index: int = 1) -> None:
         """Run `steps` in order until one fails or an interrupt arrives; record the run's status and reason."""
         status, reason = "completed", ""
-        for index, step in enumerate(steps, 1):
+        for index, step in enumerate(steps, first_index):
             if self._interrupted():
                 status, reason = "interrupted", f"interrupted before {step}"
                 break
@@ -469,6 +488,12 @@ class Run:
                 agent = self._agent(index, total)
                 if agent.status == "not_started":  # ours, not the agent's: never scored as an agent failure
                     status, reason = "error", f"agent not started: {agent.detail}"
+                    break
+                continue
+            if step == "finish":
+                failed_step, result = self._finish(index, total)
+                if failed_step:
+                    status, reason = _failure_status(failed_step, result)
                     break
                 continue
             result = self._step(step, index, total)
@@ -500,10 +525,52 @@ class Run:
             store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
         return self.summary()
 
+    def _finish(self, index: int, total: int) -> tuple[str | None, StepResult]:
+        """Run the `finish` step (collect + evaluate + revoke in one playbook) and record it as those three steps:
+        each one's time from its play's start (the first also carries the playbook's start-up), its share of the
+        stats, done when its play ended without a failure. Returns the first step that did not succeed (None when
+        all did) and the playbook's result."""
+        self._plays = []
+        result = self._step("finish", index, total)
+        res = self.state["results"].pop("finish")
+        plays = self._plays
+        # `finish` is an implementation detail of the record: the run shows the steps it ran.
+        self.state["started"] = [s for s in self.state["started"] if s != "finish"]
+        self.state["done"] = [s for s in self.state["done"] if s != "finish"]
+        self.state["finish"] = {"elapsed": res["elapsed"], "plays": len(plays)}
+        first_failed: str | None = None
+        for i, step in enumerate(FINISH_STEPS):
+            if i >= len(plays):
+                first_failed = first_failed or step
+                break
+            started_at = res["started_at"] if i == 0 else plays[i][0]
+            ended_at = plays[i + 1][0] if i + 1 < len(plays) else res["ended_at"]
+            failed_task = plays[i][1]
+            last = i + 1 == len(plays)
+            status = "failed" if failed_task else (res["status"] if last else "successful")
+            failures = [f for f in res["failures"] if failed_task and f"'{failed_task}'" in f] or (
+                res["failures"] if status != "successful" else [])
+            self.state["started"] = [*self.state["started"], step]
+            self.state["results"][step] = {
+                "status": status, "elapsed": round(ended_at - started_at, 2), "started_at": round(started_at, 3),
+                "ended_at": round(ended_at, 3), "failures": failures,
+                "stats": {k: res["stats"][k] for k in FINISH_STATS[step] if k in res["stats"]}}
+            if status == "successful":
+                self.state["done"] = [*self.state["done"], step]
+            elif first_failed is None:
+                first_failed = step
+                result.failures = failures
+                result.status = status
+        if first_failed and result.status == "successful":
+            result.status = res["status"] if res["status"] != "successful" else "failed"
+        self._save()
+        return first_failed, result
+
     def execute_replay_trial(self) -> dict[str, Any]:
-        """handover -> agent -> collect -> evaluate, then revoke; never deploy, inject, remove or teardown (the host
-        owns the frozen environment). Per-run files are moved into this run's own directory at the end."""
-        total = len(REPLAY_FORWARD) + 1
+        """handover -> agent -> finish (collect, evaluate, revoke), and revoke on its own when `finish` did not get
+        to it; never deploy, inject, remove or teardown (the host owns the frozen environment). Per-run files are
+        moved into this run's own directory at the end."""
+        total = len(REPLAY_FORWARD)
         try:
             self._forward(list(REPLAY_FORWARD), total)
             self.cleanup(first_index=total, total=total)

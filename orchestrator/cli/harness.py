@@ -61,15 +61,24 @@ def verify_scenarios(scenarios: tuple[str, ...], repeats: int, domain: str, para
 @click.option("--parallel", type=click.IntRange(1, 8), help="Environments at once.  [default: 1]")
 @click.option("--tool-profile", type=click.Choice(["full", "no-traces", "metrics-only", "observe-only"]),
               help="Which tools the gateway offers.  [default: full]")
+@click.option("--snapshots", "corpus", type=click.Path(path_type=Path),
+              help="Replay every snapshot of this corpus directory (directories and archives) instead of running "
+                   "SCENARIOS live: agents x snapshots x trials.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str | None, agents: tuple[str, ...],
-             trials: int | None, parallel: int | None, tool_profile: str | None, as_json: bool, quiet: bool) -> None:
+             trials: int | None, parallel: int | None, tool_profile: str | None, corpus: Path | None, as_json: bool,
+             quiet: bool) -> None:
     """Run SCENARIOS x agents x trials on shared environments; resumable by name.
 
     Trials of scenarios on the same environment reuse one deployment (faults removed and the
     baseline re-checked between trials). Each trial is an ordinary run: `opsbench results` and
-    `opsbench leaderboard` count it."""
+    `opsbench leaderboard` count it. With --snapshots DIR the trials are replays of DIR's snapshots (mode
+    replay, shown apart from live runs in results, leaderboard and report)."""
+    if corpus is not None:
+        _replay_campaign(scenarios, campaign_file, corpus, name, agents, trials, parallel, tool_profile, as_json,
+                         quiet)
+        return
     from orchestrator.harness.campaign import (
         Campaign,
         describe_record,
@@ -94,6 +103,31 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
     sys.exit(0 if missing == 0 else 1)
 
 
+def _replay_campaign(scenarios: tuple[str, ...], campaign_file: Path | None, corpus: Path, name: str | None,
+                     agents: tuple[str, ...], trials: int | None, parallel: int | None, tool_profile: str | None,
+                     as_json: bool, quiet: bool) -> None:
+    """`campaign --snapshots DIR` (library: `orchestrator.harness.campaign_replay`)."""
+    from orchestrator.harness.campaign import Campaign, describe_record
+    from orchestrator.harness.campaign_replay import render_replay_outcome, replay_outcome, run_replay_campaign
+
+    if scenarios or campaign_file:
+        raise OpsBenchError("--snapshots DIR replays the snapshots of DIR: give no SCENARIOS and no --file with it")
+    camp = Campaign(name or "default")
+    echo = echo_err(quiet)
+    chosen = list(agents) or [""]  # "": each scenario's baseline agent
+    echo(f"campaign {camp.name}: snapshots of {corpus} x {len(chosen)} agent(s) x {trials or 1} trial(s), "
+         f"{parallel or 1} frozen environment(s) at once (record: {camp.file})")
+    ids, _ = run_replay_campaign(camp, corpus, chosen, trials or 1, parallel or 1, progress(quiet),
+                                 lambda r: echo(describe_record(r)), tool_profile or "full")
+    rows, wanted, missing = replay_outcome(camp, ids, chosen, trials or 1)
+    if as_json:
+        emit_json({"campaign": camp.name, "record": str(camp.file), "mode": "replay", "unfinished": missing,
+                   "snapshots": rows})
+    else:
+        click.echo(render_replay_outcome(rows, wanted, missing))
+    sys.exit(0 if missing == 0 else 1)
+
+
 @click.command()
 @agent_network_option
 @click.argument("scenarios", nargs=-1)
@@ -105,13 +139,17 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
 @click.option("--agent-startup", "agent_startup", type=click.IntRange(1, 200), default=None, metavar="N",
               help="Only measure a command agent's start-up N times with and without containment (nothing is "
                    "deployed; see docs/agents.md).")
+@click.option("--replay", "replay_mode", is_flag=True,
+              help="Measure replay trials instead: the arguments are snapshots (directories, archives or corpus "
+                   "directories; default: the committed sample corpus).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, agent_startup: int | None,
-          as_json: bool, quiet: bool) -> None:
+          replay_mode: bool, as_json: bool, quiet: bool) -> None:
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
-    Default scenarios: loopweb-web-down and shop-cart-down. See docs/performance.md."""
+    Default scenarios: loopweb-web-down and shop-cart-down. With --replay, SCENARIOS are snapshots and each level
+    replays every snapshot --trials times (see docs/snapshots.md). See docs/performance.md."""
     if agent_startup is not None:
         from orchestrator.harness import bench_sandbox
 
@@ -121,13 +159,25 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
         else:
             click.echo(bench_sandbox.render(startup))
         return
-    from orchestrator.catalog import find_scenario
     from orchestrator.harness.bench_lifecycle import DEFAULT_SCENARIOS, parse_levels, render
-    from orchestrator.harness.bench_lifecycle import bench as run_bench
 
     ks = parse_levels(levels)
+    report: dict[str, Any]
+    if replay_mode:
+        from orchestrator.harness.bench_replay import bench_replay, replay_targets
+        from orchestrator.harness.bench_replay import render as render_replay
+
+        report = bench_replay(replay_targets(scenarios), trials, ks, progress(quiet), echo_err(quiet))
+        if as_json:
+            emit_json(report)
+        else:
+            click.echo(render_replay(report))
+        sys.exit(0 if all(v["completed"] == v["trials"] for v in report["levels"].values()) else 1)
+    from orchestrator.catalog import find_scenario
+    from orchestrator.harness.bench_lifecycle import bench as run_bench
+
     chosen = [find_scenario(s) for s in (scenarios or DEFAULT_SCENARIOS)]
-    report: dict[str, Any] = run_bench(chosen, trials, ks, overhead_repeats, progress(quiet), echo_err(quiet))
+    report = run_bench(chosen, trials, ks, overhead_repeats, progress(quiet), echo_err(quiet))
     if as_json:
         emit_json(report)
     else:

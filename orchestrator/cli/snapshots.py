@@ -28,12 +28,16 @@ def snapshot() -> None:
               help="Every replayable scenario (diagnosis tasks on the local backend).")
 @click.option("--window-cap", default=30.0, show_default=True, type=click.FloatRange(1, 24 * 60),
               help="Longest evidence window before handover, in minutes.")
+@click.option("--check", "check_replay", is_flag=True,
+              help="Also run the baseline agent live on each recording, then replay it on the new snapshot and "
+                   "compare (same diagnosis, same scores); exits 1 on a mismatch.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def record(scenarios: tuple[str, ...], out: Path | None, repeats: int, every: bool, window_cap: float,
-           as_json: bool, quiet: bool) -> None:
+           check_replay: bool, as_json: bool, quiet: bool) -> None:
     """Record SCENARIOS live as snapshots: deploy, baseline, inject, manifestation, handover, capture, then
-    revoke, remove, recovery and teardown as a run does. Scenarios on one environment share one deployment."""
+    revoke, remove, recovery and teardown as a run does. Scenarios on one environment share one deployment.
+    With --check, the live trial of the baseline agent and its replay are compared (docs/snapshots.md)."""
     from orchestrator.snapshots.corpus import default_corpus
     from orchestrator.snapshots.record import as_dicts, choose, describe, render
     from orchestrator.snapshots.record import record as record_all
@@ -42,12 +46,25 @@ def record(scenarios: tuple[str, ...], out: Path | None, repeats: int, every: bo
     target = out or default_corpus()
     echo = echo_err(quiet)
     echo(f"recording {len(chosen)} scenario(s) x {repeats} into {target}")
-    made = record_all(chosen, target, repeats, progress(quiet), lambda r: echo(describe(r)), window_cap * 60)
+    made = record_all(chosen, target, repeats, progress(quiet), lambda r: echo(describe(r)), window_cap * 60,
+                      live_trial=check_replay)
     ok = bool(made) and all(r.ok for r in made)
+    checks = []
+    if check_replay:
+        from orchestrator.snapshots import check as chk
+
+        for rec in made:
+            if rec.ok:
+                echo(f"checking {rec.snapshot_id}: replaying the baseline agent")
+                checks.append(chk.check(rec.scenario, Path(rec.path), rec.snapshot_id, rec.run_id, progress(quiet)))
+        ok = ok and all(c.ok for c in checks)
     if as_json:
-        emit_json({"ok": ok, "out": str(target), "recordings": as_dicts(made)})
+        emit_json({"ok": ok, "out": str(target), "recordings": as_dicts(made),
+                   **({"checks": chk.as_dicts(checks)} if check_replay else {})})
     else:
         click.echo(render(made))
+        if check_replay:
+            click.echo(chk.render(checks))
     sys.exit(0 if ok else 1)
 
 

@@ -59,9 +59,13 @@ class TrialRecord:
     reason: str = ""
     host: str = ""
     scores: dict[str, Any] = field(default_factory=dict)
+    snapshot_id: str = ""
+    """Set for a replay trial (`campaign --snapshots`): its cell is the snapshot, not the scenario."""
 
     @property
     def key(self) -> str:
+        if self.snapshot_id:
+            return f"{self.snapshot_id}|{self.agent}|{self.trial}"
         return Cell(self.scenario, self.agent, self.trial).key
 
 

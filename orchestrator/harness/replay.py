@@ -127,7 +127,7 @@ def _run_host(target: Target, agent: str | None, numbers: list[int], tool_profil
             if interrupts.set:
                 return
             start = time.monotonic()
-            trial = Run.replay_trial_on(host, scn, agent, tool_profile)
+            trial = Run.replay_trial_on(host, scn, agent or None, tool_profile)
             summary = trial.execute_replay_trial()
             record(ReplayRecord(info.snapshot_id, scn.id, trial.state["agent"], n, trial.id, summary["status"],
                                 passed(summary), round(time.monotonic() - start, 2), summary.get("reason", ""),
@@ -135,6 +135,44 @@ def _run_host(target: Target, agent: str | None, numbers: list[int], tool_profil
     finally:
         host.state["status"] = "hosted"
         host.cleanup()
+
+
+@dataclass(frozen=True)
+class Job:
+    """Trials `numbers` of `agent` (None: the scenario's baseline agent) on one frozen environment of `target`."""
+
+    target: Target
+    agent: str | None
+    numbers: list[int]
+
+
+def split(numbers: list[int], parallel: int) -> list[list[int]]:
+    """`numbers` in up to `parallel` runs of consecutive items (one per frozen environment); none when empty."""
+    return [[numbers[i - 1] for i in chunk] for chunk in _chunks(len(numbers), parallel)] if numbers else []
+
+
+def run_jobs(jobs: Sequence[Job], parallel: int, tool_profile: str, purpose: str, progress: Progress,
+             interrupts: Interrupts, record: Callable[[Job, ReplayRecord], None]) -> None:
+    """Run each job on a frozen environment of its own, up to `parallel` at once; `record` gets every trial."""
+    def bound(job: Job) -> Callable[[ReplayRecord], None]:
+        return lambda rec: record(job, rec)
+
+    if parallel <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            if interrupts.set:
+                break
+            _run_host(job.target, job.agent, job.numbers, tool_profile, purpose, progress, interrupts,
+                      bound(job))
+        return
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = [pool.submit(_run_host, job.target, job.agent, job.numbers, tool_profile, purpose,
+                               _prefixed(progress, f"env{i + 1}"), interrupts,
+                               bound(job))
+                   for i, job in enumerate(jobs)]
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)
+        for f in futures:
+            f.result()
 
 
 def replay(paths: Sequence[Path], agent: str | None = None, trials: int = 1, parallel: int = 1,
@@ -150,21 +188,8 @@ def replay(paths: Sequence[Path], agent: str | None = None, trials: int = 1, par
         on_record(rec)
 
     with open_snapshots(paths) as targets, Interrupts(progress.message) as interrupts:
-        jobs = [(t, numbers) for t in targets for numbers in _chunks(trials, parallel)]
-        if parallel <= 1 or len(jobs) <= 1:
-            for target, numbers in jobs:
-                if interrupts.set:
-                    break
-                _run_host(target, agent, numbers, tool_profile, purpose, progress, interrupts, record)
-        else:
-            with ThreadPoolExecutor(max_workers=parallel) as pool:
-                futures = [pool.submit(_run_host, target, agent, numbers, tool_profile, purpose,
-                                       _prefixed(progress, f"env{i + 1}"), interrupts, record)
-                           for i, (target, numbers) in enumerate(jobs)]
-                while not all(f.done() for f in futures):
-                    wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)
-                for f in futures:
-                    f.result()
+        jobs = [Job(t, agent, numbers) for t in targets for numbers in _chunks(trials, parallel)]
+        run_jobs(jobs, parallel, tool_profile, purpose, progress, interrupts, lambda job, rec: record(rec))
     order = {t.info.snapshot_id: i for i, t in enumerate(targets)}
     return sorted(made, key=lambda r: (order.get(r.snapshot_id, 0), r.trial))
 

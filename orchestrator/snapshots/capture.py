@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,17 @@ def _earliest(telemetry: Path | None, tsdb: Path | None) -> float | None:
     return min(found) if found else None
 
 
+def started_after(alert: dict[str, Any], now: float) -> bool:
+    """Whether an alert began firing after the frozen now. Alertmanager is read when the capture runs, seconds to
+    tens of seconds after handover (after the live agent with `record --check`): an alert that began firing since
+    was not part of the incident at handover and must not be in its snapshot."""
+    try:
+        starts = datetime.fromisoformat(str(alert.get("startsAt", "")).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return False
+    return starts > now
+
+
 def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, raw_tsdb: Path | None,
             frozen_now: float | None = None, window_start: float | None = None,
             visible_since: float | None = None, control: ControlBackend | None = None) -> fmt.SnapshotInfo:
@@ -164,7 +176,8 @@ def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, ra
     try:
         (out / fmt.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         if "alerts" in wants and "alertmanager" in ctx.endpoints:
-            alerts = list(_all_pages(ctx, "get_alerts", {"service": None, "limit": 200}))
+            alerts = [a for a in _all_pages(ctx, "get_alerts", {"service": None, "limit": 200})
+                      if not started_after(a, now)]
             _write(out / fmt.ALERTS, alerts)
             families.append("alerts")
         since_ns, until_ns = to_ns(window_start), to_ns(now)

@@ -42,6 +42,8 @@ REPLAYABLE_BACKENDS = frozenset({"local"})
 DEFAULT_WINDOW_CAP_S = 1800.0
 """At most 30 minutes of evidence before handover: what an agent can usefully read, and it bounds the size."""
 STAGING_PREFIX = ".recording-"
+CHECK_AFTER = ["collect", "evaluate"]
+"""With `--check`: the live trial's steps after the snapshot (the agent ran before it)."""
 
 
 def not_replayable(scn: Scenario) -> str | None:
@@ -118,17 +120,22 @@ class RecordingRun(Run):
         return ev
 
     def execute_recording(self, out: Path, *, healthy: bool, floor: float,
-                          cap_s: float = DEFAULT_WINDOW_CAP_S) -> dict[str, Any]:
+                          cap_s: float = DEFAULT_WINDOW_CAP_S, live_trial: bool = False) -> dict[str, Any]:
         """The forward steps up to handover (no baseline when the host just proved it healthy), the snapshot
-        step, then revoke, remove, recovery and the leftover check; the summary carries `snapshot`."""
-        forward = [s for s in RECORD_FORWARD if not (healthy and s == "baseline")]
-        total = len(forward) + 5
+        step, then revoke, remove, recovery and the leftover check; the summary carries `snapshot`.
+        `live_trial` (`record --check`): the run's agent runs right after handover, before the snapshot step (whose
+        frozen now stays the handover), and the trial is collected and evaluated after it, as a live run is."""
+        forward = [s for s in RECORD_FORWARD if not (healthy and s == "baseline")] + (["agent"] if live_trial else [])
+        after = CHECK_AFTER if live_trial else []
+        total = len(forward) + len(after) + 5
         staging = Path(out) / f"{STAGING_PREFIX}{self.id}"
         try:
             self._forward(forward, total)
             if self.state["status"] == "completed":
                 self._snapshot(Path(out), staging, len(forward) + 1, total, floor, cap_s)
-            self.cleanup(first_index=len(forward) + 2, total=total)
+            if after and self.state["status"] == "completed":
+                self._forward(after, total, first_index=len(forward) + 2)
+            self.cleanup(first_index=len(forward) + len(after) + 2, total=total)
             if "remove" in self.state["done"] or "inject" not in self.state["started"]:
                 pristine = self._step("pristine", total, total, cleanup=True)
                 leftovers = pristine.stats.get("leftovers", []) if pristine.ok else ["leftover check failed"]
@@ -201,7 +208,7 @@ def _recording(scn: Scenario, repeat: int, trial: RecordingRun, summary: dict[st
 
 
 def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Progress, interrupts: Interrupts,
-                     emit: Callable[[Recording], None], cap_s: float) -> None:
+                     emit: Callable[[Recording], None], cap_s: float, live_trial: bool = False) -> None:
     """Deploy one environment, record every cell on it (a fresh one after a trial that left it dirty), tear down."""
     host: Run | None = None
     healthy, since, deploy_s = False, None, None
@@ -228,7 +235,7 @@ def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Pro
             start = time.monotonic()
             trial = cast(RecordingRun, RecordingRun.trial_on(host, scn, agent=None, visible_since=since,
                                                              purpose=RECORD))
-            summary = trial.execute_recording(out, healthy=healthy, floor=floor, cap_s=cap_s)
+            summary = trial.execute_recording(out, healthy=healthy, floor=floor, cap_s=cap_s, live_trial=live_trial)
             since = time.time()
             emit(_recording(scn, repeat, trial, summary, host, deploy_s, time.monotonic() - start))
             deploy_s = None
@@ -260,8 +267,9 @@ def remove_stale_staging(out: Path) -> list[Path]:
 
 def record(scenarios: list[Scenario], out: Path, repeats: int, progress: Progress,
            on_recording: Callable[[Recording], None] = lambda r: None,
-           cap_s: float = DEFAULT_WINDOW_CAP_S) -> list[Recording]:
-    """Record every scenario `repeats` times into `out`, scenarios of one environment on one shared host."""
+           cap_s: float = DEFAULT_WINDOW_CAP_S, live_trial: bool = False) -> list[Recording]:
+    """Record every scenario `repeats` times into `out`, scenarios of one environment on one shared host.
+    `live_trial`: also run, collect and evaluate the baseline agent live on each recording (`record --check`)."""
     if cap_s <= 0:
         raise OpsBenchError("the evidence window cap must be positive")
     out = Path(out)
@@ -278,7 +286,7 @@ def record(scenarios: list[Scenario], out: Path, repeats: int, progress: Progres
 
     with Interrupts(progress.message) as interrupts:
         for cells in groups.values():
-            _record_on_hosts(cells, out, progress, interrupts, emit, cap_s)
+            _record_on_hosts(cells, out, progress, interrupts, emit, cap_s, live_trial)
     return made
 
 
