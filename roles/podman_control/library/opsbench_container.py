@@ -45,9 +45,19 @@ from ansible.module_utils.opsbench_podman import (OVERRIDES_LABEL, apply_overrid
                                                   run_args)
 
 
+def remove(name, attempts=3):
+    """podman rm --force, retried: a container that exits while podman stops it makes rm fail with
+    "container not running" (seen on a loaded machine); the next attempt finds it stopped and removes it."""
+    for _ in range(attempts - 1):
+        if podman("rm", "--force", "--time", "1", name).returncode == 0 or inspect(name) is None:
+            return
+        time.sleep(0.5)
+    podman("rm", "--force", "--time", "1", name, check=True)
+
+
 def recreate(name, spec, common, overrides):
     if inspect(name) is not None:
-        podman("rm", "--force", "--time", "1", name, check=True)
+        remove(name)
     labels = {OVERRIDES_LABEL: json.dumps(overrides, sort_keys=True)} if overrides else None
     args = run_args(apply_overrides(spec, overrides), common, labels)
     proc = podman(*args[1:])
