@@ -47,9 +47,9 @@ bootstrap:
 images:
 	@$(BIN)/ansible-playbook playbooks/images.yml
 
-# Two workers: the end-to-end tests run in order on one (tests/e2e/conftest.py says why not in parallel) while the
-# unit tests, the replay tests on the sample snapshots among them, run on the other. The 30 slowest tests are
-# listed at the end.
+# Two workers (tests/scheduling.py): the time-bound end-to-end tests (shop, loopweb) run in order on one; the
+# host-level end-to-end tests (CIS hosts, idempotence, FinOps stores, images) and the unit tests, the replay tests on
+# the sample snapshots among them, run on the other. The 30 slowest tests are listed at the end.
 TEST_WORKERS ?= 2
 # Replays per sample snapshot in the determinism test (make reliability: 10).
 REPLAY_TRIALS ?= 5

@@ -356,6 +356,11 @@ def render_outcome(rows: list[dict[str, Any]], wanted: int, missing: int) -> str
     for r in rows:
         lines.append(f"{r['scenario']:<44} {r['trials']:>6} {r['passed']:>6} {r['median_s'] or '-':>8}  "
                      f"{','.join(r['statuses'])}")
-    lines.append(f"{wanted - missing}/{wanted} trial(s) finished"
-                 + (f"; run the same command again to resume the other {missing}" if missing else ""))
+    lines.append(finished_line(wanted, missing))
     return "\n".join(lines)
+
+
+def finished_line(wanted: int, missing: int, kind: str = "trial(s)") -> str:
+    """How many trials finished, and how to resume the rest (a campaign's record makes the same command resume)."""
+    return f"{wanted - missing}/{wanted} {kind} finished" + (
+        f"; run the same command again to resume the other {missing}" if missing else "")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.harness.bench_replay import corpus_paths
-from orchestrator.harness.campaign import FINAL, Campaign, TrialRecord
+from orchestrator.harness.campaign import FINAL, Campaign, TrialRecord, finished_line
 from orchestrator.harness.replay import Job, ReplayRecord, open_snapshots, run_jobs, split
 from orchestrator.lifecycle import Interrupts, Progress
 
@@ -81,10 +81,10 @@ def replay_outcome(campaign: Campaign, snapshot_ids: Sequence[str], agents: Sequ
 
 
 def render_replay_outcome(rows: list[dict[str, Any]], wanted: int, missing: int) -> str:
+    """The per-snapshot-and-agent table and how many replay trials finished."""
     lines = [f"{'SNAPSHOT':<56} {'AGENT':<20} {'TRIALS':>6} {'PASSED':>6} {'MEDIAN s':>8}  STATUSES"]
     for r in rows:
         lines.append(f"{r['snapshot']:<56} {(r['agent'] or 'baseline')[-20:]:<20} {r['trials']:>6} "
                      f"{r['passed']:>6} {r['median_s']:>8}  {','.join(r['statuses'])}")
-    lines.append(f"{wanted - missing}/{wanted} replay trial(s) finished"
-                 + (f"; run the same command again to resume the other {missing}" if missing else ""))
+    lines.append(finished_line(wanted, missing, "replay trial(s)"))
     return "\n".join(lines)

@@ -1,4 +1,9 @@
-"""End-to-end runs of real scenarios: real Ansible, real nginx and Python processes on loopback."""
+"""End-to-end runs of real scenarios: real Ansible, real nginx and Python processes on loopback.
+
+What is about the live environment stays here (faults removed and the environment torn down after a timeout,
+Ctrl-C, SIGKILL or a failed deploy; an over-budget agent's process group stopped). How an agent's own failures are
+scored (a wrong diagnosis, a crash, a command that cannot start) is proved on a frozen incident instead, in
+tests/unit/test_replay_agents.py: seconds a trial rather than a deployment."""
 
 from __future__ import annotations
 
@@ -47,39 +52,6 @@ def test_probe_agent_solves_scenario_and_environment_returns_to_baseline(home: P
     assert all(p["ended"] >= p["started"] for p in shown["phases"])
     listed = json.loads(run_cli(home, "runs", "--json").stdout)
     assert [r["id"] for r in listed] == [result["run_id"]]
-
-
-def test_wrong_diagnosis_scores_zero(home: Path, tmp_path: Path) -> None:
-    agent = tmp_path / "wrong_agent.py"
-    agent.write_text(
-        "import json, os\n"
-        "m = json.load(open(os.environ['OPSBENCH_MANIFEST']))\n"
-        "json.dump({'entities': [{'id': 'web', 'root_cause': True}]}, open(m['output']['path'], 'w'))\n"
-    )
-    rc, result = run_json(home, "run", "loopweb-gateway-bad-upstream", "--agent", f"python3 {agent}")
-    assert rc == 0
-    diag = result["evaluations"]["diagnosis"]
-    assert diag["status"] == "scored" and diag["fl_pass"] == 0.0 and diag["predicted"] == ["web"]
-    assert_no_leftovers(Path(result["run_dir"]))
-
-
-def test_crashed_agent_is_no_submission_and_cleanup_runs(home: Path) -> None:
-    rc, result = run_json(home, "run", "loopweb-web-down", "--agent", "echo boom >&2; exit 3")
-    assert rc == 0, result  # the run itself completed; the agent failed
-    assert result["agent"]["status"] == "crashed" and result["agent"]["exit_code"] == 3
-    assert "boom" in result["agent"]["detail"]
-    assert result["evaluations"]["diagnosis"]["status"] == "no_submission"
-    assert result["cleanup"] == "done" and result["recovered"] is True
-    assert_no_leftovers(Path(result["run_dir"]))
-
-
-def test_agent_that_cannot_start_gets_a_clear_reason(home: Path) -> None:
-    rc, result = run_json(home, "run", "loopweb-web-down", "--agent", "/nonexistent/agent --go")
-    assert rc == 0
-    assert result["agent"]["exit_code"] == 127
-    assert "command not found" in result["agent"]["detail"]
-    assert result["evaluations"]["diagnosis"]["status"] == "no_submission"
-    assert_no_leftovers(Path(result["run_dir"]))
 
 
 def test_agent_over_budget_is_stopped_and_scored_no_submission(home: Path, tmp_path: Path) -> None:

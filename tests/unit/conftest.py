@@ -67,3 +67,19 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[
 
     return write
 
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private OPSBENCH_HOME (runs, index, campaigns) under tmp_path; modules that need it for every test
+    say so with ``pytestmark = pytest.mark.usefixtures("home")``."""
+    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A snapshot the recorder made of the gateway tests' fake live run (one per module: recording takes seconds)."""
+    from frozen_fixtures import synthetic_snapshot  # here, so that modules that never use it do not import it
+
+    return synthetic_snapshot(tmp_path_factory.mktemp("rec"))

@@ -10,17 +10,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
-from frozen_fixtures import synthetic_snapshot
 from gateway_fixtures import NOW
 
 from orchestrator.runner import run_playbook
 from orchestrator.snapshots.frozen_prometheus import PID_FILE
-
-
-@pytest.fixture(scope="module")
-def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return synthetic_snapshot(tmp_path_factory.mktemp("rec"))
 
 
 def _step(step: str, playbook: str, run_dir: Path, snapshot: Path, n: int) -> Any:

@@ -19,14 +19,11 @@ from orchestrator.cli import main
 from orchestrator.lifecycle import Progress, Run
 from orchestrator.runner import StepResult
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
+
 NOTE = "12 harness runs left out; --include-harness to show them"
 BENCH_LABEL = f"{NOOP} [bench]"
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 @pytest.fixture

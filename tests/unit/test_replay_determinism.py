@@ -24,7 +24,7 @@ from orchestrator import paths, store
 from orchestrator.harness.replay import replay
 from orchestrator.snapshots import format as fmt
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("home")]
 
 TRIALS = int(os.environ.get("OPSBENCH_REPLAY_TRIALS", "10"))
 CORPUS = Path(os.environ.get("OPSBENCH_SNAPSHOT_CORPUS") or paths.PROJECT_ROOT / "tests" / "data" / "snapshots")
@@ -40,11 +40,6 @@ def corpus() -> list[Path]:
         return []
     return sorted([p.parent for p in CORPUS.glob(f"*/{fmt.INDEX}")] + list(CORPUS.glob("*.tar.*")))
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 @pytest.fixture(params=corpus() or ["synthetic"], ids=lambda p: p.name if isinstance(p, Path) else p)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from frozen_fixtures import synthetic_snapshot
 
 from orchestrator import store
 from orchestrator.catalog import find_scenario
@@ -19,16 +18,9 @@ from orchestrator.harness.bench_replay import bench_replay
 from orchestrator.lifecycle import Progress, Run
 from orchestrator.snapshots import format as fmt
 
-
-@pytest.fixture(scope="module")
-def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return synthetic_snapshot(tmp_path_factory.mktemp("rec"))
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 def cli(*args: str) -> Result:

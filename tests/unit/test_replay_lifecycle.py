@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from frozen_fixtures import synthetic_snapshot
 from gateway_fixtures import NOW
 
 from orchestrator import store
@@ -19,18 +18,9 @@ from orchestrator.lifecycle import Run
 from orchestrator.snapshots import format as fmt
 from orchestrator.snapshots.frozen_prometheus import PID_FILE
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("home")]
 
 
-@pytest.fixture(scope="module")
-def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return synthetic_snapshot(tmp_path_factory.mktemp("rec"))
-
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 def _alive(pid: int) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,13 +13,10 @@ from synthetic_runs import AGENT_A, LABEL_A, Clock, record
 from orchestrator import results, store
 from orchestrator.cli import main
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
+
 SNAP = "shop-cart-down-20261125T085741Z-c6cd11"
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 def _populate() -> None:

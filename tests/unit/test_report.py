@@ -18,14 +18,11 @@ from synthetic_runs import LABEL_A, LABEL_B, SCENARIOS, Clock, populate, record
 from orchestrator import charts, report, results
 from orchestrator.cli import main
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
+
 SECTIONS = ["leaderboard", "pass-rate", "ntam", "agent-time", "complexity", "traces"]
 SVG = "{http://www.w3.org/2000/svg}"
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 @pytest.fixture

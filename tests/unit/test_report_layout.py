@@ -14,6 +14,8 @@ from synthetic_runs import populate_wide
 
 from orchestrator import report, results
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
+
 WIDTH, HEIGHT = 1280, 900
 CHROMIUM = "/usr/bin/chromium"
 SETUP = "`make setup` installs it (pip extras `dev`; chromium via roles/bootstrap_host)"
@@ -37,11 +39,6 @@ MEASURE = """() => {
   };
 }"""
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 @pytest.fixture

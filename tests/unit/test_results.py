@@ -19,11 +19,8 @@ from synthetic_runs import AGENT_A, AGENT_B, LABEL_A, LABEL_B, Clock, populate, 
 from orchestrator import paths, results, store
 from orchestrator.cli import main
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 @pytest.fixture

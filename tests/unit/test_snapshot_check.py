@@ -18,14 +18,11 @@ from orchestrator.harness.replay import ReplayRecord
 from orchestrator.runner import StepResult
 from orchestrator.snapshots import check as chk
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
+
 LIVE_SCORES = {"diagnosis": {"fl_pass": 1.0, "ntam_fl": 0.8, "status": "scored", "reason": "text"},
                "process": {"calls": 7, "time_to_process": 12.5, "elapsed_s": 3.0, "started_at": 1.0}}
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 def test_diagnosis_ignores_order_and_wording() -> None:

@@ -13,11 +13,8 @@ from snapshot_fixtures import make_snapshot
 from orchestrator.cli import main
 from orchestrator.snapshots import format as fmt
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 def cli(*args: str) -> Result:

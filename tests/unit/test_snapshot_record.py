@@ -20,11 +20,8 @@ from orchestrator.lifecycle import Progress
 from orchestrator.runner import StepResult
 from orchestrator.snapshots import record as rec
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 class FakePlaybooks:

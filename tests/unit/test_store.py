@@ -6,11 +6,8 @@ import pytest
 
 from orchestrator import paths, store
 
+pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 def _run(run_id: str, scenario: str = "loopweb-web-down") -> dict:
