@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -93,13 +94,16 @@ def import_command(archive: Path, corpus: Path | None) -> None:
 
 @snapshot.command("verify")
 @click.argument("paths", nargs=-1, required=True, type=_PATH)
+@click.option("--no-replay", is_flag=True,
+              help="Check only the files (checksums, schema, versions, scenario): no replay, no Prometheus needed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify_command(paths: tuple[Path, ...], as_json: bool) -> None:
-    """Check snapshot directories or archives: checksums, schema, format and OpsBench version, scenario.
+def verify_command(paths: tuple[Path, ...], no_replay: bool, as_json: bool) -> None:
+    """Check snapshot directories or archives: checksums, schema, format and OpsBench version, scenario; then
+    replay the scenario's baseline agent once on each good one (a run tagged `verify`, left out of results).
 
-    Every PATH is checked; each bad one gets one error line naming the snapshot, the file and the problem, and the
-    exit status is non-zero when any is bad."""
-    from orchestrator.snapshots.corpus import verify_path
+    Every PATH is checked; each bad one gets one error line naming the snapshot, the file and the problem (or what
+    went wrong in its replay), and the exit status is non-zero when any is bad."""
+    from orchestrator.snapshots.corpus import replay_baseline, verify_path
     from orchestrator.snapshots.format import SnapshotError
 
     results = []
@@ -111,10 +115,22 @@ def verify_command(paths: tuple[Path, ...], as_json: bool) -> None:
             if not as_json:
                 click.echo(f"error: {exc}", err=True)
             continue
-        results.append({"path": str(path), "ok": True, "snapshot_id": info.snapshot_id,
-                        "scenario": info.scenario_id, "files": len(info.files)})
+        result: dict[str, Any] = {"path": str(path), "ok": True, "snapshot_id": info.snapshot_id,
+                                  "scenario": info.scenario_id, "files": len(info.files)}
+        line = f"{info.snapshot_id}: {info.scenario_id}, {len(info.files)} files verified ({path})"
+        if not no_replay:
+            if not as_json:
+                click.echo(f"{info.snapshot_id}: replaying the baseline agent ...", err=True)
+            baseline = replay_baseline(path, progress=progress(True))  # one line per snapshot says enough
+            result["replay"] = {"run_id": baseline.run_id, "status": baseline.status, "seconds": baseline.seconds,
+                                "scores": baseline.scores, "problem": baseline.problem}
+            result["ok"] = baseline.ok
+            line += f"; baseline agent replayed: {baseline.summary()}"
+            if not baseline.ok:
+                result["error"] = f"snapshot {path}: {baseline.problem} (run {baseline.run_id})"
+        results.append(result)
         if not as_json:
-            click.echo(f"ok {info.snapshot_id}: {info.scenario_id}, {len(info.files)} files verified ({path})")
+            click.echo(f"ok {line}" if result["ok"] else f"error: {line}", err=not result["ok"])
     if as_json:
         emit_json(results)
     sys.exit(0 if all(r["ok"] for r in results) else 2)

@@ -220,8 +220,9 @@ class PodmanControl:
 
     def _podman(self, *args: str) -> str:
         try:
+            # cwd: conmon's, for its `oom` marker (podman_control's conmon_dir says why)
             proc = self._run(["podman", *args], capture_output=True, text=True, timeout=self.timeout,
-                             env=self._environment(), check=False)
+                             env=self._environment(), check=False, cwd=podman_helpers().conmon_dir())
         except (OSError, subprocess.SubprocessError) as exc:
             raise ToolError("backend_error", f"podman {args[0]} failed: {exc}") from None
         if proc.returncode != 0:

@@ -16,6 +16,7 @@ import pytest
 from orchestrator import paths
 
 from .conftest import run_json
+from .probing import assert_refused_everything, prober
 
 pytestmark = pytest.mark.e2e
 
@@ -25,9 +26,14 @@ def agent_command(*args: str) -> str:
 
 
 def run_ciso(home: Path, scenario: str, *agent_args: str) -> dict[str, Any]:
+    return dict(run_ciso_with(home, scenario, agent_command(*agent_args))["evaluations"]["ciso"])
+
+
+def run_ciso_with(home: Path, scenario: str, agent: str, **env: str) -> dict[str, Any]:
+    """The run's result, after checking that it completed, recovered and left no target host behind."""
     # PYTHONPATH: the agent imports this checkout's package even where another one is installed.
-    rc, result = run_json(home, "run", scenario, "--agent", agent_command(*agent_args), timeout=900,
-                          PYTHONPATH=str(paths.PROJECT_ROOT))
+    rc, result = run_json(home, "run", scenario, "--agent", agent, timeout=900, PYTHONPATH=str(paths.PROJECT_ROOT),
+                          **env)
     assert rc == 0, (result.get("reason"), result.get("phases"))
     assert result["status"] == "completed" and result["cleanup"] == "done" and result["recovered"] is True
     conf = paths.containers_conf_dir()
@@ -36,11 +42,17 @@ def run_ciso(home: Path, scenario: str, *agent_args: str) -> dict[str, Any]:
                           env={**os.environ, "CONTAINERS_CONF": str(conf / "containers.conf"),
                                "CONTAINERS_STORAGE_CONF": str(conf / "storage.conf")})
     assert left.stdout.strip() == "", f"target host left behind: {left.stdout}"
-    return dict(result["evaluations"]["ciso"])
+    return result
 
 
 def test_baseline_agent_finds_the_injected_misconfiguration(home: Path) -> None:
-    ciso = run_ciso(home, "ciso-sshd-root-login-noncompliant")
+    """The baseline agent runs after the probing agent (issue 19), which must be refused every way out of its
+    containment on a CIS host: the host container (through podman or its storage), the target's inventory."""
+    with prober(home, then="orchestrator.agents.ciso", container_port=22) as (agent, env):
+        result = run_ciso_with(home, "ciso-sshd-root-login-noncompliant", agent, **env)
+    assert_refused_everything(Path(result["run_dir"]), result, {"read the target inventory",
+                                                                 "write the target inventory"})
+    ciso = result["evaluations"]["ciso"]
     assert (ciso["iec"], ciso["ipa"], ciso["ce"], ciso["sap"], ciso["ciso_pass"]) == (1, 1, 1, 1, 1), ciso
     assert ciso["posture"] == ciso["expected"] == "noncompliant"
     assert ciso["host_changed"] is False and ciso["time_to_process"] is not None

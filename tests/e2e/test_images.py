@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.gateway.control import podman_helpers
 from orchestrator.runner import StepResult, run_playbook
 
 pytestmark = [
@@ -149,3 +150,22 @@ def test_containers_on_a_bridge_network_reach_each_other_by_alias(built: Build,
                     "for i in $(seq 50); do curl -sf -o /dev/null http://web:8080/ && exit 0; sleep 0.2; done;"
                     " getent hosts web; exit 1", check=False)
     assert client.returncode == 0, f"client could not reach web:8080\n{client.stdout}\n{client.stderr}"
+
+
+def test_an_oom_killed_container_leaves_no_file_where_its_starter_ran(built: Build, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """conmon creates an empty `oom` in its working directory when the kernel OOM-kills the container; podman
+    commands that start containers run in podman_control's conmon_dir, so none lands in the project's tree."""
+    helpers = podman_helpers()
+    workdir = tmp_path / "caller"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("CONTAINERS_CONF", built.podman_env["CONTAINERS_CONF"])
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", built.podman_env["CONTAINERS_STORAGE_CONF"])
+    marker = Path(helpers.conmon_dir()) / "oom"
+    marker.unlink(missing_ok=True)
+    proc = helpers.podman("run", "--rm", "--memory", "12m", "localhost/opsbench-pyruntime:current",
+                          "python3", "-c", "x = bytearray(200 * 1024 * 1024)")
+    assert proc.returncode == 137, proc.stderr  # OOM-killed
+    assert list(workdir.iterdir()) == []
+    assert marker.is_file()  # conmon did write it: in the directory meant for it

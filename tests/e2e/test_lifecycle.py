@@ -29,14 +29,27 @@ from .conftest import (
     scenario_copy,
     wait_for,
 )
+from .probing import assert_refused_everything, prober
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("scenario", ["loopweb-gateway-bad-upstream", "loopweb-web-down"])
-def test_probe_agent_solves_scenario_and_environment_returns_to_baseline(home: Path, scenario: str) -> None:
-    rc, result = run_json(home, "run", scenario)
+@pytest.mark.parametrize(("scenario", "probing"), [("loopweb-gateway-bad-upstream", False),
+                                                     ("loopweb-web-down", True)])
+def test_probe_agent_solves_scenario_and_environment_returns_to_baseline(home: Path, scenario: str,
+                                                                          probing: bool) -> None:
+    """With `probing`, the baseline agent runs after the probing agent (issue 19), which must be refused every way
+    out of its containment on loopweb: its processes' logs and configuration, the host's loopback, the host."""
+    if probing:
+        with prober(home, then="orchestrator.agents.probe") as (agent, env):
+            rc, result = run_json(home, "run", scenario, "--agent", agent, **env)
+    else:
+        rc, result = run_json(home, "run", scenario)
     assert rc == 0, (result.get("reason"), result.get("phases"))
+    if probing:
+        assert_refused_everything(Path(result["run_dir"]), result, {
+            "read log web", "write log web", "read log gateway", "read control gateway_conf",
+            "write control gateway_conf", "read control supervisor_conf", "write control supervisor_conf"})
     assert result["status"] == "completed"
     assert result["agent"]["status"] == "exited"
     diag = result["evaluations"]["diagnosis"]

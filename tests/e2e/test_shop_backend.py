@@ -13,10 +13,6 @@ heuristic baseline agent so the run goes on as usual; `test_a_probing_agent_is_r
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,22 +22,15 @@ from typing import Any
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from orchestrator import paths
 from orchestrator.gateway import PodmanControl
-from orchestrator.runner import ansible_env
-from orchestrator.sandbox import storage_dirs
 from orchestrator.telemetry import TelemetryStore
 from orchestrator.topology import run_topology
 
 from .conftest import port_open, run_cli, run_json
+from .probing import assert_refused_everything, podman, prober
 
 pytestmark = pytest.mark.e2e
 SCENARIO = "shop-healthy-baseline"
-
-
-def podman(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **{k: v for k, v in ansible_env().items() if k.startswith("CONTAINERS_")}}
-    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True, check=False)
 
 
 def deploy(home: Path, *agent: str, timeout: float = 300, **env: str) -> dict[str, Any]:
@@ -74,77 +63,10 @@ def shop_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("shop-home")
 
 
-class _Decoy:
-    """Stands for another run's gateway on the host's loopback."""
-
-    def __init__(self) -> None:
-        import http.server
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
-        self.address = f"127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def _write_probe_targets(home: Path, out: Path, decoy: str, stop: threading.Event) -> None:
-    """Once the run is deployed: what the prober must fail to reach (written while the run goes on)."""
-    while not stop.is_set():
-        envs = list((home / "runs").glob("*/environment.json"))
-        if envs:
-            break
-        time.sleep(1)
-    else:
-        return
-    time.sleep(2)  # the file is written whole, but give Prometheus a scrape
-    env = json.loads(envs[0].read_text())
-    targets: dict[str, str] = {"another run's gateway": decoy}
-    for name in ("prometheus", "alertmanager"):
-        targets[name] = env["endpoints"][name].split("//", 1)[1]
-    run_id = envs[0].parent.name
-    ips: dict[str, str] = {}  # container name -> its address on the run's podman network
-    for name in podman("ps", "-a", "--filter", f"label=opsbench.run={run_id}", "--format", "{{.Names}}").stdout.split():
-        ip = podman("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", name)
-        if ip.stdout.split():
-            ips[name] = ip.stdout.split()[0]
-            targets[f"container {name}"] = f"{ips[name]}:8080"
-    try:  # every exporter and service Prometheus scrapes, at the address it scrapes (from the host's side)
-        with urllib.request.urlopen(env["endpoints"]["prometheus"] + "/api/v1/targets", timeout=10) as resp:
-            for t in json.loads(resp.read())["data"]["activeTargets"]:
-                host, _, port = t["discoveredLabels"]["__address__"].rpartition(":")
-                if host in ips or host[:1].isdigit():
-                    targets[f"scrape target {t['labels'].get('instance')}"] = f"{ips.get(host, host)}:{port}"
-    except OSError:
-        pass
-    flags = env.get("control", {}).get("flags_file")
-    if flags:
-        targets["the flags file"] = flags
-    out.write_text(json.dumps(targets))
-
-
 @pytest.fixture(scope="module")
 def shop(shop_home: Path) -> Iterator[dict[str, Any]]:
-    probe_dir = shop_home / "probe"
-    probe_dir.mkdir()
-    other = shop_home / "runs" / "another-run" / "agent"
-    (other / "workspace").mkdir(parents=True)
-    (other / "output.json").write_text('{"entities": []}')
-    decoy, stop = _Decoy(), threading.Event()
-    writer = threading.Thread(target=_write_probe_targets,
-                              args=(shop_home, probe_dir / "targets.json", decoy.address, stop), daemon=True)
-    writer.start()
-    prober = paths.PROJECT_ROOT / "tests" / "e2e" / "agents" / "prober.py"
-    storage = " ".join(f"--storage {d}" for d in storage_dirs())
-    try:
-        run = deploy(shop_home, "--agent", f"{sys.executable} {prober} --home {Path.home()} {storage} "
-                     f"--agent-dir {other} --targets {probe_dir / 'targets.json'} --wait 240 "
-                     "--then orchestrator.agents.heuristic", timeout=600,  # a guard: 300 s ran out at load 40
-                     OPSBENCH_AGENT_VISIBLE=str(probe_dir))
-    finally:
-        stop.set()
-        decoy.close()
+    with prober(shop_home, then="orchestrator.agents.heuristic") as (agent, env):
+        run = deploy(shop_home, "--agent", agent, timeout=600, **env)  # a guard: 300 s ran out at load 40
     try:
         yield run
     finally:
@@ -154,24 +76,11 @@ def shop(shop_home: Path) -> Iterator[dict[str, Any]]:
 def test_a_probing_agent_is_refused_everything(shop: dict[str, Any]) -> None:
     """Issue 19: in a real shop run the agent writes nothing of the host's, reads no home, storage or other run,
     reaches none of the observability stack, exporters, containers or other gateways, and still its own gateway."""
-    report = json.loads((shop["run_dir"] / "agent" / "workspace" / "probe.json").read_text())
+    report = assert_refused_everything(shop["run_dir"], shop["result"], {
+        "connect prometheus", "connect alertmanager", "read the flags file", "write the flags file"})
     cells = report["cells"]
-    assert {"write /etc", "write the interpreter", "write the venv", "read the invoking user's ~/.ssh",
-            "podman against the storage", "read another run's agent dir 0", "connect prometheus",
-            "connect alertmanager", "connect another run's gateway", "read the flags file", "write the flags file",
-            "host loopback ports beyond the manifest's"} <= set(cells), sorted(cells)
     assert any(k.startswith("connect scrape target") for k in cells) and any(k.startswith("connect container")
                                                                              for k in cells), sorted(cells)
-    assert [k for k, v in cells.items() if not v["refused"]] == [], {k: v for k, v in cells.items()
-                                                                      if not v["refused"]}
-    assert report["gateway"]["reachable"], report["gateway"]
-    assert report["uid"] != 0
-    isolation = shop["result"]["agent"]["isolation"]
-    assert isolation["sandbox"] == "namespaces" and isolation["missing"] == [], isolation
-    assert isolation["network"]["mode"] == "egress"
-    assert shop["result"]["agent"]["status"] == "exited", shop["result"]["agent"]  # the heuristic agent ran after
-    left = subprocess.run(["pgrep", "-af", "slirp4netns"], capture_output=True, text=True, check=False).stdout
-    assert str(shop["run_dir"]) not in left, left
 
 
 def prom(run: dict[str, Any]) -> PrometheusConnect:

@@ -59,6 +59,7 @@ class FakePodman:
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         assert argv[0] == "podman"
         assert kwargs["timeout"] > 0 and kwargs["capture_output"] and kwargs["text"]
+        assert Path(kwargs["cwd"]).name == "opsbench-conmon"  # never the project's tree: conmon writes there
         self.calls.append(argv)
         self.envs.append(kwargs["env"])
         verb = argv[1] if argv[1] != "container" else argv[2]

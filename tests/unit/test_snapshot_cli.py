@@ -10,11 +10,12 @@ import pytest
 from click.testing import CliRunner, Result
 from snapshot_fixtures import make_snapshot
 
+from orchestrator import paths, store
 from orchestrator.cli import main
 from orchestrator.snapshots import format as fmt
 
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
-
+SAMPLE = next((paths.PROJECT_ROOT / "tests" / "data" / "snapshots").glob("shop-cart-down-*.tar.gz"))
 
 
 def cli(*args: str) -> Result:
@@ -47,7 +48,7 @@ def test_export_import_list_verify_round_trip(tmp_path: Path, home: Path) -> Non
         [(info.snapshot_id, "shop-cart-down", 3, "")]
     assert rows[0]["window_s"] == 600.0 and rows[0]["families"] == ["alerts", "logs"]
     assert info.snapshot_id in cli("list").output
-    res = cli("verify", str(imported), str(archive))
+    res = cli("verify", "--no-replay", str(imported), str(archive))  # a made-up snapshot: no TSDB to replay
     assert res.exit_code == 0, res.output
     assert res.output.count(f"ok {info.snapshot_id}") == 2
     # Verifying an archive extracts it privately and keeps nothing.
@@ -169,3 +170,25 @@ def test_list_shows_unreadable_snapshots_with_their_problem(tmp_path: Path) -> N
     assert "unreadable" in cli("list", str(corpus)).output
     res = cli("list", str(tmp_path / "none"))
     assert res.exit_code != 0 and "no such corpus directory" in res.output
+
+
+@pytest.mark.e2e
+def test_verify_replays_the_baseline_agent_on_a_sample_snapshot() -> None:
+    res = cli("verify", str(SAMPLE), "--json")
+    assert res.exit_code == 0, res.output
+    [result] = json.loads(res.output)
+    replay = result["replay"]
+    assert result["ok"] and replay["status"] == "completed" and replay["problem"] == "", replay
+    assert replay["scores"]["diagnosis"]["status"] == "scored" and replay["scores"]["diagnosis"]["fl_pass"] == 1.0
+    runs = {r["id"]: r for r in store.list_runs()}
+    assert (runs[replay["run_id"]]["purpose"], runs[replay["run_id"]]["mode"]) == ("verify", "replay")
+    assert [r["id"] for r in store.list_runs() if r["purpose"] == "agent"] == []  # results count agents only
+
+
+@pytest.mark.e2e
+def test_a_replay_that_scores_nothing_fails_verify(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("orchestrator.lifecycle.default_agent", lambda scn: "exit 3")  # a baseline agent that fails
+    res = cli("verify", str(SAMPLE))
+    assert res.exit_code == 2, res.output
+    assert "the baseline agent's replay was not scored: diagnosis no_submission" in res.output, res.output
+    assert f"error: {SAMPLE.name.removesuffix('.tar.gz')}" in res.output

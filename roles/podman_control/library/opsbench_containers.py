@@ -53,7 +53,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.opsbench_podman import run_args
+from ansible.module_utils.opsbench_podman import conmon_dir, run_args
 
 
 def state_of(name):
@@ -68,7 +68,7 @@ def ensure(c, p):
     if state == "running":
         return {"id": c["id"], "changed": False, "action": "none"}
     cmd = ["podman", "start", name] if state else run_args(c, p)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=conmon_dir())
     if proc.returncode != 0:
         return {"id": c["id"], "changed": False, "failed": True, "action": cmd[1],
                 "msg": f"{name}: podman {cmd[1]} failed: {proc.stderr.strip()[-500:]}"}

@@ -5,13 +5,23 @@
 import json
 import os
 import subprocess
+import tempfile
 
 SPEC_FILE = "env/containers.json"
 OVERRIDES_LABEL = "opsbench.overrides"
 
 
+def conmon_dir():
+    """The working directory for podman commands that start containers. Their conmon inherits it and, when the
+    kernel OOM-kills the container, creates an empty file `oom` there (conmon's write_oom_files): without this,
+    in whatever directory Ansible or the gateway ran in (the project's playbooks/)."""
+    path = os.path.join(tempfile.gettempdir(), "opsbench-conmon")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
 def podman(*args, check=False, timeout=120):
-    proc = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, cwd=conmon_dir())
     if check and proc.returncode != 0:
         raise RuntimeError(f"podman {args[0]} failed: {proc.stderr.strip()[-500:]}")
     return proc
