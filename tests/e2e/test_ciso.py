@@ -47,11 +47,12 @@ def run_ciso_with(home: Path, scenario: str, agent: str, **env: str) -> dict[str
 
 def test_baseline_agent_finds_the_injected_misconfiguration(home: Path) -> None:
     """The baseline agent runs after the probing agent (issue 19), which must be refused every way out of its
-    containment on a CIS host: the host container (through podman or its storage), the target's inventory."""
+    containment on a CIS host: the host container (through podman or its storage), writing the target's inventory."""
     with prober(home, then="orchestrator.agents.ciso", container_port=22) as (agent, env):
         result = run_ciso_with(home, "ciso-sshd-root-login-noncompliant", agent, **env)
-    assert_refused_everything(Path(result["run_dir"]), result, {"read the target inventory",
-                                                                 "write the target inventory"})
+    # The manifest names the target's inventory (`targets`): the agent reads it, read-only, and writes nothing.
+    assert_refused_everything(Path(result["run_dir"]), result, {"write the target inventory"},
+                              sanctioned=frozenset({"read the target inventory"}))
     ciso = result["evaluations"]["ciso"]
     assert (ciso["iec"], ciso["ipa"], ciso["ce"], ciso["sap"], ciso["ciso_pass"]) == (1, 1, 1, 1, 1), ciso
     assert ciso["posture"] == ciso["expected"] == "noncompliant"
