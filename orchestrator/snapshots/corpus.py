@@ -85,8 +85,9 @@ class BaselineReplay:
         """`completed in 7.2 s, diagnosis: fl_pass 1.0` or the problem."""
         if self.problem:
             return self.problem
-        deciding = {"diagnosis": "fl_pass", "ciso": "ciso_pass", "finops": "finops_pass"}
-        parts = [f"{name}: {key} {self.scores[name][key]}" for name, key in deciding.items()
+        from orchestrator.results import DECIDERS  # the deciding score of each evaluator, as results use it
+
+        parts = [f"{name}: {key} {self.scores[name][key]}" for name, key in DECIDERS
                  if isinstance(self.scores.get(name), dict) and key in self.scores[name]]
         return f"{self.status} in {self.seconds:.1f} s" + (f", {', '.join(parts)}" if parts else "")
 
