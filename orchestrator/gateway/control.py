@@ -8,6 +8,7 @@ again against what it actually finds (container labels), so a stale topology can
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -62,9 +63,11 @@ class ControlBackend(Protocol):
 
 # -- feature flags (flagd file format, see roles/env_shop/files/app/shop/flags.py) -----------------------------------
 
+@functools.cache
 def podman_helpers() -> Any:
     """roles/podman_control's module_utils (run_args, apply_overrides): the one definition of how a run's
-    container is created from its spec, shared with the fault roles."""
+    container is created from its spec, shared with the fault roles. Loaded once per process (every podman call
+    asks for it)."""
     import importlib.util
 
     from orchestrator import paths

@@ -7,7 +7,8 @@ The role has already copied the run Prometheus's TSDB snapshot to RAW_TSDB (outs
 world exactly as the run's tool gateway would at the frozen now, through the gateway's own code (its context,
 scope, tool handlers and the telemetry store's rules), and writes what the replay gateway will serve:
 
-* alerts.json, services.json: the answers of get_alerts, list_services and describe_service (every visible
+* alerts.json, services.json: the answers of get_alerts (the alerts the handover read, completed by those
+  Alertmanager still lists that began before the frozen now), list_services and describe_service (every visible
   service), with today's scope and redaction;
 * topology.json: the visible declared topology and the service calls measured from the window's traces;
 * telemetry/: log records and spans of the window in TelemetryStore's layout, without the machinery's records
@@ -152,6 +153,43 @@ def started_after(alert: dict[str, Any], now: float) -> bool:
     return starts > now
 
 
+def fingerprint(labels: dict[str, str]) -> str:
+    """Alertmanager's fingerprint of a label set (prometheus/common model.LabelSet.Fingerprint: FNV-1a 64 over the
+    sorted names and values, each followed by 0xff)."""
+    value = 0xcbf29ce484222325
+    for name in sorted(labels):
+        for part in (name.encode(), b"\xff", str(labels[name]).encode(), b"\xff"):
+            for byte in part:
+                value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{value:016x}"
+
+
+def alerts_at_handover(at_handover: list[dict[str, Any]], listed: list[dict[str, Any]],
+                       now: float) -> list[dict[str, Any]]:
+    """The get_alerts answer at the frozen now. `at_handover` is what the handover read from Alertmanager into the
+    manifest (labels, annotations, startsAt), `listed` what get_alerts answers at capture time, seconds later (after
+    the live agent with `record --check`). An alert can resolve in between and one can begin: the handover's read
+    is the truth (its annotations too: they render the value at handover), completed by alerts still listed that
+    began before the frozen now. Sorted as get_alerts sorts."""
+    def key(labels: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+
+    still = {key(a.get("labels") or {}): a for a in listed}
+    answer: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    for alert in at_handover:
+        labels = {str(k): str(v) for k, v in (alert.get("labels") or {}).items()}
+        same = still.get(key(labels))
+        entry = {"alertname": labels.get("alertname"), "labels": labels,
+                 "annotations": alert.get("annotations") or {}, "startsAt": alert.get("startsAt"),
+                 "state": "active", "fingerprint": same["fingerprint"] if same else fingerprint(labels)}
+        if not started_after(entry, now):
+            answer[key(labels)] = entry
+    for labels_key, alert in still.items():
+        if not started_after(alert, now):
+            answer.setdefault(labels_key, alert)
+    return sorted(answer.values(), key=lambda a: (str(a["startsAt"]), str(a["alertname"]), str(a["fingerprint"])))
+
+
 def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, raw_tsdb: Path | None,
             frozen_now: float | None = None, window_start: float | None = None,
             visible_since: float | None = None, control: ControlBackend | None = None) -> fmt.SnapshotInfo:
@@ -176,8 +214,8 @@ def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, ra
     try:
         (out / fmt.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         if "alerts" in wants and "alertmanager" in ctx.endpoints:
-            alerts = [a for a in _all_pages(ctx, "get_alerts", {"service": None, "limit": 200})
-                      if not started_after(a, now)]
+            alerts = alerts_at_handover(manifest.get("alerts") or [],
+                                        list(_all_pages(ctx, "get_alerts", {"service": None, "limit": 200})), now)
             _write(out / fmt.ALERTS, alerts)
             families.append("alerts")
         since_ns, until_ns = to_ns(window_start), to_ns(now)

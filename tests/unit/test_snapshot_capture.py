@@ -22,6 +22,18 @@ from orchestrator.topology import run_topology
 S = 1_000_000_000
 
 
+# What the handover read from Alertmanager (labels, annotations, startsAt, as handover.yml keeps them): payment's
+# alert with the value at handover, and currency's, which resolved before the capture read Alertmanager again.
+AT_HANDOVER = [
+    {"labels": {"alertname": "ServiceErrorRateHigh", "service": "payment", "severity": "critical"},
+     "annotations": {"summary": "payment answers 97% of requests with 5xx"}, "startsAt": "2023-11-14T22:13:20Z",
+     "receivers": [{}]},
+    {"labels": {"alertname": "ServiceDown", "service": "currency", "severity": "critical"},
+     "annotations": {"summary": "currency-1 of currency does not answer scrapes"},
+     "startsAt": "2023-11-14T22:14:58Z"},
+]
+
+
 @pytest.fixture(scope="module")
 def obs() -> Iterator[FakeObservability]:
     fake = FakeObservability()
@@ -34,7 +46,7 @@ def run_dir(tmp_path: Path, obs: FakeObservability) -> Path:
     run_dir = make_run_dir(tmp_path, obs.url)
     (run_dir / "agent").mkdir()
     manifest = {"manifest_version": 1, "run": "r1", "tasks": [{"id": "diagnose", "kind": "diagnose", "goal": "g"}],
-                "alerts": [{"labels": {"alertname": "ServiceDown"}}], "budget": {"wallClockSeconds": 300},
+                "alerts": AT_HANDOVER, "budget": {"wallClockSeconds": 300},
                 "deadline": 1_700_000_500, "observability": {"metrics": True, "logs": True, "traces": True},
                 "tools": {"url": "http://127.0.0.1:9", "mcp_url": "http://127.0.0.1:9/mcp"},
                 "token_file": str(run_dir / "secrets" / "agent_token"),
@@ -65,8 +77,14 @@ def test_capture_writes_what_the_gateway_serves(run_dir: Path, tmp_path: Path) -
     manifest = json.loads((snap / fmt.MANIFEST).read_text())
     assert sorted(manifest) == ["alerts", "budget", "manifest_version", "observability", "tasks", "topology"]
     alerts = json.loads((snap / fmt.ALERTS).read_text())
-    assert [a["fingerprint"] for a in alerts] == ["f2", "f1", "f3"]  # get_alerts' order and shape
-    assert all("generatorURL" not in a for a in alerts)
+    # get_alerts' order and shape; the alert that resolved after handover is there, with Alertmanager's fingerprint
+    # of its labels; the handover's annotations win (they render the value the live agent saw).
+    assert [a["fingerprint"] for a in alerts] == ["f2", "f1", "f3", capture.fingerprint(AT_HANDOVER[1]["labels"])]
+    assert alerts[0]["annotations"] == AT_HANDOVER[0]["annotations"]
+    assert alerts[3] == {"alertname": "ServiceDown", "labels": AT_HANDOVER[1]["labels"], "state": "active",
+                         "annotations": AT_HANDOVER[1]["annotations"], "startsAt": "2023-11-14T22:14:58Z",
+                         "fingerprint": alerts[3]["fingerprint"]}
+    assert all("generatorURL" not in a and "receivers" not in a for a in alerts)
 
     # A TelemetryStore on the snapshot answers as the live gateway's store does with the machinery hidden.
     scope = Scope(json.loads((run_dir / "environment.json").read_text())["topology"], PREFIX)
@@ -92,6 +110,44 @@ def test_capture_writes_what_the_gateway_serves(run_dir: Path, tmp_path: Path) -
         assert api(prom.url, "/api/v1/label/service/values") == ["cart"]
         assert prom.query("prometheus_tsdb_head_series", NOW)["result"] == []
         assert prom.query('up{service="cart"} == 0', NOW)["result"]
+
+
+def test_fingerprint_is_alertmanagers() -> None:
+    """Checked against Alertmanager's own answers recorded in the committed sample snapshots."""
+    import tarfile
+
+    checked = 0
+    for archive in sorted((Path(__file__).parents[1] / "data" / "snapshots").glob("*.tar.gz")):
+        with tarfile.open(archive) as tar:
+            member = next(m for m in tar.getmembers() if m.name.endswith("/" + fmt.ALERTS))
+            handle = tar.extractfile(member)
+            assert handle is not None
+            for alert in json.load(handle):
+                assert capture.fingerprint(alert["labels"]) == alert["fingerprint"], alert["labels"]
+                checked += 1
+    assert checked >= 6
+
+
+def test_alerts_at_handover_keeps_the_handovers_truth() -> None:
+    def alert(name: str, starts: str, fp: str = "") -> dict[str, object]:
+        return {"alertname": name, "labels": {"alertname": name}, "annotations": {"summary": name.lower()},
+                "startsAt": starts, "state": "active", "fingerprint": fp or capture.fingerprint({"alertname": name})}
+
+    now = 1_700_000_100.0  # 2023-11-14T22:15:00Z
+    handover = [{"labels": {"alertname": "Resolved"}, "annotations": {"summary": "gone by capture"},
+                 "startsAt": "2023-11-14T22:14:00Z"},
+                {"labels": {"alertname": "Both"}, "annotations": {"summary": "at handover"},
+                 "startsAt": "2023-11-14T22:13:00Z"}]
+    listed = [alert("Both", "2023-11-14T22:13:00Z", "abc"), alert("Missed", "2023-11-14T22:14:59Z"),
+              alert("Later", "2023-11-14T22:15:03Z")]
+    answer = capture.alerts_at_handover(handover, listed, now)
+    assert [(a["alertname"], a["annotations"]["summary"], a["fingerprint"]) for a in answer] == [
+        ("Both", "at handover", "abc"),  # the handover's annotation, Alertmanager's fingerprint
+        ("Resolved", "gone by capture", capture.fingerprint({"alertname": "Resolved"})),
+        ("Missed", "missed", capture.fingerprint({"alertname": "Missed"}))]  # began before now, listed later
+    # An alert that began after the frozen now is not part of the incident, whoever reports it.
+    assert capture.alerts_at_handover([{"labels": {"alertname": "Later"}, "startsAt": "2023-11-14T22:15:01Z"}],
+                                      [], now) == []
 
 
 def test_no_ground_truth_token_or_fault_state_in_the_snapshot(run_dir: Path, tmp_path: Path) -> None:
