@@ -83,6 +83,23 @@ def run_agent(
     return result
 
 
+def run_command_agent(command: str, agent_dir: Path, run_id: str, budget_seconds: int,
+                      interrupted: Callable[[], bool], on_start: Callable[[int], None],
+                      secret_files: Iterable[Path] = ()) -> AgentResult:
+    """A run's agent step: `command` with the manifest of `agent_dir` (the handover wrote it) and the OPSBENCH_*
+    variables that name its files, contained and within the budget. Past the budget nothing counts: a late
+    output.json is kept aside as output.late.json and the run scores no submission."""
+    result = run_agent(command, agent_dir,
+                       {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"),
+                        "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
+                        "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"),
+                        "OPSBENCH_RUN_ID": run_id},
+                       budget_seconds, interrupted, on_start, secret_files)
+    if result.status in ("timeout", "interrupted") and (agent_dir / "output.json").exists():
+        (agent_dir / "output.json").replace(agent_dir / "output.late.json")
+    return result
+
+
 def _supervise(
     prepared: sandbox.Prepared,
     agent_dir: Path,

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from orchestrator import paths, store
-from orchestrator.agent import AgentResult, kill_group, run_agent
+from orchestrator.agent import AgentResult, kill_group, run_command_agent
 from orchestrator.agent_api import AgentAPI
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.evaluation.outputs import SCHEMAS
@@ -411,7 +411,7 @@ class Run:
         else:
             result = self._command_agent(agent_dir, budget)
         if result.status in ("timeout", "interrupted") and (agent_dir / "output.json").exists():
-            # Past the budget nothing counts: keep the late output aside, score no_submission.
+            # A remote agent's late answer (a command agent's was already put aside): not scored.
             (agent_dir / "output.json").replace(agent_dir / "output.late.json")
         self.state.pop("agent_pid", None)
         self.state["done"] = [*self.state["done"], "agent"]
@@ -448,14 +448,8 @@ class Run:
             self.state["agent_pid"] = pid
             self._save()
 
-        return run_agent(
-            self.state["agent"], agent_dir,
-            {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"),
-             "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
-             "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"),
-             "OPSBENCH_RUN_ID": self.id},
-            budget, self._interrupted, on_start, secret_files=self._scenario_files(),
-        )
+        return run_command_agent(self.state["agent"], agent_dir, self.id, budget, self._interrupted, on_start,
+                                 secret_files=self._scenario_files())
 
     def _scenario_files(self) -> list[Path]:
         """The run's scenario spec and ground truth (hidden from a command agent even outside the project)."""

@@ -16,22 +16,26 @@ def awx() -> None:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("awx/opsbench_awx.yml"),
               show_default=True, help="Where to write the playbook.")
 @click.option("--scenario", "scenarios", multiple=True,
-              help="Scenario id to export (repeatable; default: every kubernetes-backend scenario).")
+              help="Scenario id to export (repeatable; default: every scenario of the targets' backends).")
 @click.option("--cluster", "clusters", multiple=True, metavar="NAME=KUBECONFIG[:ID,ID...]",
               help="A cluster of the campaign, its kubeconfig (read when the playbook runs) and optionally its "
-                   "share of the scenarios (repeatable; default: one cluster 'kind' with ~/.kube/config).")
+                   "share of its backend's scenarios (repeatable). No --cluster and no --host: one cluster 'kind' "
+                   "with ~/.kube/config and one host 'local'.")
+@click.option("--host", "hosts", multiple=True, metavar="NAME[:ID,ID...]",
+              help="A podman host for local-backend scenarios: NAME is the AWX instance group whose execution node "
+                   "runs on it; optionally its share of the scenarios (repeatable).")
 @click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Trials per scenario and cluster (ITBench's experiments file: trials x scenario list).")
 @click.option("--agent", default=None, help="Agent command (default: each scenario's baseline agent).")
 @click.option("--scm-url", default="https://github.com/example/opsbench.git", show_default=True,
               help="Git URL of the project AWX checks out.")
 @click.option("--scm-branch", default="main", show_default=True)
-def awx_export(output: Path, scenarios: tuple[str, ...], clusters: tuple[str, ...], trials: int, agent: str | None,
-               scm_url: str, scm_branch: str) -> None:
+def awx_export(output: Path, scenarios: tuple[str, ...], clusters: tuple[str, ...], hosts: tuple[str, ...],
+               trials: int, agent: str | None, scm_url: str, scm_branch: str) -> None:
     """Write a playbook (awx.awx collection) that creates the AWX objects and, with --tags all,launch, a campaign."""
     from orchestrator.awx import write_export
 
-    click.echo(write_export(output, scenarios, clusters, trials=trials, agent=agent, scm_url=scm_url,
+    click.echo(write_export(output, scenarios, clusters, hosts, trials=trials, agent=agent, scm_url=scm_url,
                             scm_branch=scm_branch))
 
 
