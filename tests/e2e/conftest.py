@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +90,26 @@ def scenario_copy(tmp_path: Path, name: str, mutate: Callable[[dict[str, Any]], 
     mutate(data)
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
     return target
+
+
+# -- the AWX contract (test_awx_contract*.py): one export and one harness per module -------------------------------
+
+@pytest.fixture(scope="module")
+def awx_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """OPSBENCH_HOME of the module's AWX-contract runs: the jobs' state dir and the results index `record` fills."""
+    h = tmp_path_factory.mktemp("awx-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPSBENCH_HOME", str(h))
+        yield h
+
+
+@pytest.fixture(scope="module")
+def awx_contract(awx_home: Path) -> Any:
+    """`opsbench awx export --host local:<the tests' scenarios>`, loaded into the contract harness."""
+    from .awx_checks import HOST, SCENARIOS
+    from .awx_contract import Contract, Export
+
+    out = awx_home / "opsbench_awx.yml"
+    proc = run_cli(awx_home, "awx", "export", "-o", str(out), "--host", f"{HOST}:{','.join(SCENARIOS)}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return Contract(Export.load(out), awx_home / "awx")
