@@ -214,8 +214,7 @@ def export_playbook(scenarios: list[Scenario], targets: list[Target], trials: in
             raise ValueError(f"{t.backend} target {t.name}: scenarios not exported: {', '.join(unknown)}")
         wrong = sorted(i for i in t.scenarios if by_id[i].backend != t.backend)
         if wrong:
-            kind = "cluster (--cluster)" if t.backend == "kubernetes" else "podman host (--host)"
-            raise ValueError(f"{kind} {t.name} runs {t.backend}-backend scenarios; these are not: {', '.join(wrong)}")
+            raise ValueError(f"{t.backend} target {t.name}: not {t.backend}-backend scenarios: {', '.join(wrong)}")
     clusters = [t for t in targets if isinstance(t, ClusterSpec)]
     org = "{{ opsbench_awx_organization }}"
     setup_tasks: list[dict[str, Any]] = [
@@ -382,6 +381,12 @@ def write_export(output: Path, scenario_ids: Iterable[str], clusters: Iterable[s
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise OpsBenchError(f"--cluster/--host names must differ: {', '.join(sorted(names))}")
+    for t in targets:
+        wrong = sorted(i for i in t.scenarios if find_scenario(i).backend != t.backend)
+        if wrong:
+            kind = "cluster (--cluster)" if t.backend == "kubernetes" else "podman host (--host)"
+            raise OpsBenchError(f"{kind} {t.name} runs {t.backend}-backend scenarios; these are not: "
+                                f"{', '.join(wrong)}")
     scns = export_scenarios(scenario_ids, {t.backend for t in targets})
     uncovered = sorted({s.backend for s in scns} - {t.backend for t in targets})
     if uncovered:

@@ -75,8 +75,11 @@ def test_one_job_template_per_step_and_kubeconfig_credential_type(exported: Path
 def test_workflow_vars_have_no_local_paths(exported: Path):
     text = exported.read_text()
     assert "env_k8s_shop_endpoints: cluster-dns" in text  # no port forwards between AWX jobs
-    assert str(paths.PROJECT_ROOT) not in text
-    assert "/runner/project/scenario_specs/" in text  # the ground truth, inside AWX's project checkout
+    assert str(paths.PROJECT_ROOT) not in text and ".venv" not in text
+    # The ground truth inside the job's own project checkout (AWX: /runner/project), which the job finds itself.
+    assert "'{{ opsbench_project_dir }}/scenario_specs/" in text
+    assert "opsbench_project_dir: !unsafe '{{ playbook_dir | dirname }}'" in text
+    assert "opsbench_agent_command: !unsafe '{{ ansible_playbook_python }} -m orchestrator.agents." in text
 
 
 def _reach(start: str, kinds: tuple[str, ...]) -> set[str]:
@@ -109,9 +112,53 @@ def test_nodes_carry_the_edges(exported: Path):
               and t["awx.awx.workflow_job_template"]["name"].startswith("opsbench k8s-shop-"))
     nodes = {n["identifier"]: n for n in wf["workflow_nodes"]}
     assert list(nodes) == [n for n, _, _ in STEPS]
-    assert nodes["inject"]["related"] == {"success_nodes": [{"identifier": "manifestation"}],
-                                          "failure_nodes": [{"identifier": "remove"}]}
+    assert {k: v for k, v in nodes["inject"]["related"].items() if k.endswith("_nodes")} == {
+        "success_nodes": [{"identifier": "manifestation"}], "failure_nodes": [{"identifier": "remove"}]}
     assert nodes["baseline"]["extra_data"]["opsbench_checks"][0]["role"] == "check_promql"
+    # AWX follows a job's outcome: the check nodes make a check that is not ok fail the job.
+    assert nodes["baseline"]["extra_data"]["opsbench_checks_required"] is True
+    assert nodes["deploy"]["related"]["credentials"] == [
+        {"name": "opsbench kind-a kubeconfig", "organization": {"name": "{{ opsbench_awx_organization }}"}}]
+
+
+def test_local_backend_scenarios_go_to_podman_hosts(tmp_path: Path):
+    out = tmp_path / "awx.yml"
+    result = CliRunner().invoke(main, ["awx", "export", "-o", str(out), "--host", "podman-a:loopweb-web-down,"
+                                       "shop-cart-down", "--host", "podman-b:shop-cart-down", "--trials", "2"])
+    assert result.exit_code == 0, result.output
+    assert "2 scenario(s), 0 cluster(s), 2 podman host(s), 3 workflow(s)" in result.output
+    play = _play(out)
+    wfs = {t["awx.awx.workflow_job_template"]["name"]: t["awx.awx.workflow_job_template"] for t in play["tasks"]
+           if "awx.awx.workflow_job_template" in t}
+    assert set(wfs) == {"opsbench loopweb-web-down @ podman-a", "opsbench shop-cart-down @ podman-a",
+                        "opsbench shop-cart-down @ podman-b"}
+    # Workflows sharing a host get port blocks of their own; one workflow's trials are queued (AWX's default).
+    ports = [wfs[f"opsbench {s} @ podman-a"]["extra_vars"]["opsbench_port_base"] for s in ("loopweb-web-down",
+                                                                                         "shop-cart-down")]
+    assert ports == [20000, 20010] and wfs["opsbench shop-cart-down @ podman-b"]["extra_vars"][
+        "opsbench_port_base"] == 20000
+    assert all(wf["allow_simultaneous"] is False for wf in wfs.values())
+    node = wfs["opsbench shop-cart-down @ podman-b"]["workflow_nodes"][0]
+    assert node["inventory"]["name"] == "opsbench podman-b"
+    assert node["related"]["instance_groups"] == [{"name": "podman-b"}] and "credentials" not in node["related"]
+    assert "awx.awx.credential_type" not in {k for t in play["tasks"] for k in t}  # no cluster, no kubeconfig
+    assert [t["name"] for t in play["vars"]["opsbench_awx_targets"]] == ["podman-a", "podman-b"]
+    assert play["vars"]["opsbench_awx_trials"] == [["loopweb-web-down", "podman-a"], ["shop-cart-down", "podman-b"],
+                                                   ["shop-cart-down", "podman-a"]] * 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--cluster", "kind=/k.yaml", "--scenario", "loopweb-web-down"],
+     "no target for local-backend scenarios (loopweb-web-down): give --host"),
+    (["--host", "h1:k8s-shop-cart-scaled-to-zero"],
+     "podman host (--host) h1 runs local-backend scenarios; these are not: k8s-shop-cart-scaled-to-zero"),
+    (["--host", "a", "--cluster", "a=/k.yaml"], "--cluster/--host names must differ"),
+    (["--host", "bad/name"], "--host bad/name: expected NAME[:ID,ID...]"),
+])
+def test_bad_targets_are_clear_errors(tmp_path: Path, args: list[str], message: str):
+    result = CliRunner().invoke(main, ["awx", "export", "-o", str(tmp_path / "awx.yml"), *args])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert not (tmp_path / "awx.yml").exists()
 
 
 def test_export_passes_syntax_check(exported: Path):
