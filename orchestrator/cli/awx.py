@@ -39,4 +39,14 @@ def awx_export(output: Path, scenarios: tuple[str, ...], clusters: tuple[str, ..
                             scm_branch=scm_branch))
 
 
+@awx.command("ee")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("execution-environment.yml"),
+              show_default=True, help="Where to write the definition.")
+def awx_ee(output: Path) -> None:
+    """Write the execution environment's definition for ansible-builder (from pyproject.toml)."""
+    from orchestrator.awx_ee import write
+
+    click.echo(write(output))
+
+
 COMMANDS = (awx,)

@@ -21,9 +21,10 @@ Test-only (users run AWX itself; OpsBench schedules nothing of its own). What it
   all finished without firing it does not run, as AWX marks it. Nodes run one after the other (our workflows are
   chains with undo branches; AWX would run independent branches side by side).
 
-Not as AWX: no execution-environment container (jobs run with this virtualenv's Python and this machine's
-podman; an AWX job on a podman host's execution node does the same on that host), no AWX server, API or
-database, no callback receiver; the results go to OpsBench's own index instead (`record`).
+Not as AWX: no execution-environment container (jobs run with this virtualenv's Python and this machine's podman,
+with the environment variables the image sets: the job's checkout on PYTHONPATH, the host's state and podman
+configuration), no AWX server, API or database, no callback receiver; the results go to OpsBench's own index
+instead (`record`).
 """
 
 from __future__ import annotations
@@ -313,7 +314,10 @@ class Contract:
         script.write_text(f"#!{sys.executable}\nimport json\nprint(json.dumps({json.dumps(inventory)!r} and "
                           f"json.loads({json.dumps(inventory)!r})))\n")
         script.chmod(0o700)
-        environ = {k: v for k, v in ansible_env().items() if k != "ANSIBLE_CONFIG"}  # the project's ansible.cfg
+        # The execution environment's own variables (orchestrator/awx_ee.py): the job's checkout on PYTHONPATH, the
+        # host's state and podman configuration; no ANSIBLE_CONFIG (AWX runs in the project: its ansible.cfg).
+        environ = {k: v for k, v in ansible_env().items() if k != "ANSIBLE_CONFIG"}
+        environ["PYTHONPATH"] = str(pdd / "project")
         cred_vars: dict[str, Any] = {}
         for ref in (node.get("related") or {}).get("credentials", []):
             cred = self.export.get("credential", ref["name"])

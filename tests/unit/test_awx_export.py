@@ -173,3 +173,37 @@ def test_export_passes_ansible_lint(exported: Path, tmp_path: Path):
     proc = subprocess.run([str(BIN / "ansible-lint"), "--offline", "--profile", "production", "-q", "--nocolor",
                            exported.name], cwd=exported.parent, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_execution_environment_file_is_generated_from_pyproject():
+    from orchestrator.awx_ee import EE_FILE, render
+
+    committed = paths.PROJECT_ROOT / EE_FILE
+    assert committed.read_text() == render(), f"{EE_FILE} is stale: run `opsbench awx ee`"
+
+
+def test_ansible_builder_creates_the_build_context(tmp_path: Path):
+    """`ansible-builder create` accepts the definition; the context installs exactly the project's dependencies.
+    (Building the image needs the base image from a registry this machine cannot pull: not done here.)"""
+    import tomllib
+
+    from orchestrator.awx_ee import BASE_IMAGE, EE_FILE, SYSTEM_PACKAGES
+
+    context = tmp_path / "context"
+    proc = subprocess.run([str(BIN / "ansible-builder"), "create", "-f", str(paths.PROJECT_ROOT / EE_FILE),
+                           "-c", str(context), "--output-filename", "Containerfile"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    deps = tomllib.loads((paths.PROJECT_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    requirements = (context / "_build" / "requirements.txt").read_text().split("\n")
+    assert sorted(filter(None, requirements)) == sorted(d for d in deps if not d.startswith(("ansible-core",
+                                                                                              "ansible-runner")))
+    bindep = (context / "_build" / "bindep.txt").read_text()
+    assert all(f"{pkg} [platform:rpm]" in bindep for pkg in SYSTEM_PACKAGES)
+    containerfile = (context / "Containerfile").read_text()
+    assert f'ARG EE_BASE_IMAGE="{BASE_IMAGE}"' in containerfile
+    assert "ansible-core>=" in containerfile and "ansible-runner>=" in containerfile
+    final = containerfile[containerfile.index("FROM base AS final"):]
+    assert "ENV PYTHONPATH=/runner/project" in final and "ENV CONTAINERS_CONF=${OPSBENCH_HOST_STATE}" in final
+    assert final.rstrip().split("\n").index("USER 0") > final.rstrip().split("\n").index(
+        "ENV PYTHONPATH=/runner/project")
