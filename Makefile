@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
@@ -28,6 +28,7 @@ help:
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make reliability             interruptions at every phase, own faults, idempotence, fuzzing, isolation audit"
 	@echo "make fuzz                    random property/API fuzzing, 10x the cases; prints the seed [SEED=<n> replays]"
+	@echo "make bench-awx [NAME=id]     time AWX-contract runs (exported workflow via ansible-runner) vs opsbench run"
 	@echo "make bench-finops            time 5M FOCUS rows + ground truth and the FinOps reference queries"
 	@echo "make validate | docs | bench | cleanup | clean"
 
@@ -117,6 +118,9 @@ bench:
 
 bench-local:
 	@$(BIN)/python -m orchestrator.harness.bench_local
+
+bench-awx:
+	@$(BIN)/python -m tests.e2e.awx_contract $(if $(NAME),$(NAME),loopweb-web-down) --repeats $(if $(REPEATS),$(REPEATS),3)
 
 bench-finops:
 	@$(BIN)/python -m orchestrator.finops bench --threads 2

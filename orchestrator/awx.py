@@ -226,7 +226,7 @@ def export_playbook(scenarios: list[Scenario], targets: list[Target], trials: in
         {"name": "Create the execution environment",
          "awx.awx.execution_environment": {"name": prefix, "organization": org, "image": "{{ opsbench_awx_ee_image }}",
                                            "pull": "missing", "state": "present",
-                                           "description": "Built from the project's execution-environment.yml"}},
+                                           "description": "Built from playbooks/execution-environment.yml"}},
     ]
     if clusters:
         setup_tasks += [

@@ -40,8 +40,9 @@ def awx_export(output: Path, scenarios: tuple[str, ...], clusters: tuple[str, ..
 
 
 @awx.command("ee")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("execution-environment.yml"),
-              show_default=True, help="Where to write the definition.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("playbooks/execution-environment.yml"), show_default=True,
+              help="Where to write the definition.")
 def awx_ee(output: Path) -> None:
     """Write the execution environment's definition for ansible-builder (from pyproject.toml)."""
     from orchestrator.awx_ee import write

@@ -393,3 +393,64 @@ def record(wf: WorkflowJob, spec_path: Path) -> dict[str, Any]:
     }
     store.update_run(run_id, status=status, outcome=json.dumps(summary, sort_keys=True))
     return summary
+
+
+# -- benchmark: an AWX-contract run against the orchestrator's run of the same scenario ----------------------------
+
+def bench(scenario: str, repeats: int, work: Path) -> dict[str, Any]:
+    """Alternate `repeats` orchestrator runs (`opsbench run SCENARIO --json`) and AWX-contract runs of the same
+    scenario on this machine; wall time of each, per step, and the ratios of the medians."""
+    import statistics
+
+    home = work / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OPSBENCH_HOME": str(home)}
+    os.environ["OPSBENCH_HOME"] = str(home)
+    out = work / "opsbench_awx.yml"
+    subprocess.run([sys.executable, "-m", "orchestrator.cli", "awx", "export", "-o", str(out), "--host",
+                    f"local:{scenario}"], env=env, check=True, capture_output=True, cwd=paths.PROJECT_ROOT)
+    contract = Contract(Export.load(out), work / "awx")
+    orch: list[dict[str, Any]] = []
+    awx: list[dict[str, Any]] = []
+    for i in range(repeats):
+        start = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", scenario, "--json"], env=env,
+                              capture_output=True, text=True, cwd=paths.PROJECT_ROOT, check=False)
+        summary = json.loads(proc.stdout)
+        orch.append({"wall": time.monotonic() - start, "status": summary["status"],
+                     "steps": {k: v["elapsed"] for k, v in summary["phases"].items()}})
+        start = time.monotonic()
+        wf = contract.launch(f"opsbench {scenario} @ local", {"opsbench_awx_run_root": str(work / "awx-runs")})
+        awx.append({"wall": time.monotonic() - start, "status": "completed" if all(j.ok for j in wf.jobs) else "error",
+                    "steps": {j.identifier: round(j.ended - j.started, 2) for j in wf.jobs}})
+        print(f"trial {i + 1}/{repeats}: orchestrator {orch[-1]['wall']:.1f} s ({orch[-1]['status']}), "
+              f"AWX contract {awx[-1]['wall']:.1f} s ({awx[-1]['status']})", file=sys.stderr, flush=True)
+
+    def med(runs: list[dict[str, Any]], step: str | None = None) -> float:
+        values = [r["wall"] if step is None else r["steps"].get(step) for r in runs]
+        return round(float(statistics.median(v for v in values if v is not None)), 2)
+
+    steps = [s for s in awx[0]["steps"] if s in orch[0]["steps"] or s in ("baseline", "manifestation", "recovery")]
+    return {"scenario": scenario, "repeats": repeats, "load": os.getloadavg(),
+            "orchestrator_s": med(orch), "awx_contract_s": med(awx), "ratio": round(med(awx) / med(orch), 3),
+            "steps": {s: {"orchestrator_s": med(orch, s), "awx_contract_s": med(awx, s)} for s in steps},
+            "statuses": {"orchestrator": [r["status"] for r in orch], "awx_contract": [r["status"] for r in awx]}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m tests.e2e.awx_contract",
+                                     description="Time AWX-contract runs against the orchestrator's (make bench-awx)")
+    parser.add_argument("scenario", nargs="?", default="loopweb-web-down")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="opsbench-bench-awx-") as work:
+        report = bench(args.scenario, args.repeats, Path(work))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
