@@ -225,6 +225,20 @@ def inject_credential(ctype: dict[str, Any], inputs: dict[str, Any], env_dir: Pa
     return environ, extra
 
 
+def job_extra_vars(template: dict[str, Any], extra_data: dict[str, Any], artifacts: dict[str, Any],
+                   workflow: dict[str, Any], credentials: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """A workflow node's job's extra vars, low to high precedence as AWX merges them: the job template's, the
+    node's extra_data (prompted), its ancestors' artifacts (less `_ansible_no_log`), the workflow job's (template
+    and launch), the credentials' extra_vars injectors, then AWX's `awx_*` and `tower_*` job variables."""
+    extra: dict[str, Any] = {**template, **extra_data}
+    extra.update({k: v for k, v in artifacts.items() if k != "_ansible_no_log"})
+    extra.update(workflow)
+    extra.update(credentials)
+    for prefix in ("awx", "tower"):
+        extra.update({f"{prefix}_{k}": v for k, v in meta.items()})
+    return extra
+
+
 def _artifacts(runner: Any) -> dict[str, Any]:
     """What the job's set_stats gathered (AWX: the job's `artifacts`, from the playbook_on_stats event)."""
     for event in runner.events:
@@ -326,17 +340,11 @@ class Contract:
             more_env, more_vars = inject_credential(ctype, inputs, pdd / "env")
             environ.update(more_env)
             cred_vars.update(more_vars)
-        extra: dict[str, Any] = {}
-        extra.update(jt.get("extra_vars") or {})
-        extra.update(node.get("extra_data") or {})
-        extra.update({k: v for k, v in artifacts.items() if k != "_ansible_no_log"})
-        extra.update(wf.extra_vars)
-        extra.update(cred_vars)
         meta = {"job_id": job_id, "job_template_name": jt["name"], "workflow_job_id": wf.id,
                 "workflow_job_name": wf.name, "job_launch_type": "workflow", "project_revision": "",
                 "inventory_name": node["inventory"]["name"]}
-        for prefix in ("awx", "tower"):
-            extra.update({f"{prefix}_{k}": v for k, v in meta.items()})
+        extra = job_extra_vars(jt.get("extra_vars") or {}, node.get("extra_data") or {}, artifacts, wf.extra_vars,
+                               cred_vars, meta)
         (pdd / "env" / "extravars").write_text(json.dumps(extra))
         self.on_node(node["identifier"], "started")
         started = time.time()

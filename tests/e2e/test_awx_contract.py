@@ -14,7 +14,7 @@ import yaml
 from orchestrator import paths, store
 
 from .awx_checks import ALL_NODES, HOST, assert_back_at_baseline, launch
-from .awx_contract import Contract, Export, inject_credential, record
+from .awx_contract import Contract, Export, inject_credential, job_extra_vars, record
 from .conftest import run_cli, run_json
 
 
@@ -88,3 +88,16 @@ def test_credentials_are_injected_as_awx_injects_them(tmp_path: Path) -> None:
     assert path.parent == tmp_path / "job" / "env" and path.read_text() == kubeconfig.read_text()
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert extra == {"opsbench_kubeconfig": str(path)}
+
+
+def test_extra_vars_merge_with_awxs_precedence() -> None:
+    """One key set at every level: each level beats the ones below it (AWX's WorkflowJobNode.get_job_kwargs)."""
+    levels = ["template", "extra_data", "artifacts", "workflow", "credentials"]
+    values = [{"k": name, **{f"from_{n}": True for n in levels[:i + 1]}} for i, name in enumerate(levels)]
+    merged = job_extra_vars(*values, meta={"workflow_job_id": 7})
+    assert merged["k"] == "credentials" and all(merged[f"from_{n}"] for n in levels)
+    assert merged["awx_workflow_job_id"] == merged["tower_workflow_job_id"] == 7
+    # Without the higher levels, the next one down wins: the workflow's vars outrank its nodes' artifacts.
+    assert job_extra_vars({"k": "t"}, {"k": "n"}, {"k": "a", "_ansible_no_log": True}, {}, {}, {})["k"] == "a"
+    assert "_ansible_no_log" not in job_extra_vars({}, {}, {"_ansible_no_log": True}, {}, {}, {})
+    assert job_extra_vars({}, {"k": "n"}, {"k": "a"}, {"k": "w"}, {}, {})["k"] == "w"
