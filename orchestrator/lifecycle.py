@@ -358,7 +358,8 @@ class Run:
         store.end_phase(self.id, seq, status, detail)
         self.state["results"][step] = {"status": status, "elapsed": round(result.elapsed, 2),
                                        "started_at": round(started_at, 3), "ended_at": round(time.time(), 3),
-                                       "stats": result.stats, "failures": result.failures}
+                                       "stats": result.stats, "failures": result.failures,
+                                       **({"timing": result.timing} if result.timing else {})}
         if result.ok and status == "successful":
             self.state["done"] = [*self.state["done"], step]
         self._save()

@@ -42,6 +42,10 @@ class StepResult:
     stats: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     artifact_dir: Path | None = None
+    timing: dict[str, float] = field(default_factory=dict)
+    """Where the step's time went (seconds): `startup` from the step's start to the playbook's first event (process
+    start, Ansible's imports, inventory and playbook loading), `work` from there to the play recap (the tasks),
+    `exit` from the recap to the step's end (Ansible's exit, ansible-runner's artifacts)."""
 
     @property
     def ok(self) -> bool:
@@ -159,8 +163,12 @@ def run_playbook(
     failures: list[str] = []
 
     pid_seen: list[int] = []
+    marks: dict[str, float] = {}
 
     def handle(event: dict[str, Any]) -> bool:
+        kind = event.get("event")
+        if kind in ("playbook_on_start", "playbook_on_stats") and kind not in marks:
+            marks[kind] = _created(event)
         pid = event.get("pid")
         if on_pid and isinstance(pid, int) and not pid_seen:
             pid_seen.append(pid)
@@ -197,7 +205,7 @@ def run_playbook(
         event_handler=handle,
         cancel_callback=cancel or (lambda: False),
     )
-    start = time.monotonic()
+    start, start_wall = time.monotonic(), time.time()
     try:
         runner.run()
     except Exception as exc:  # runner raises for an unstartable command
@@ -208,6 +216,27 @@ def run_playbook(
         stdout = Path(rc_config.artifact_dir, "stdout")
         tail = stdout.read_text(errors="replace").strip().splitlines()[-5:] if stdout.is_file() else []
         failures.append(" | ".join(tail) or f"ansible-playbook exited with rc={runner.rc}")
+    elapsed = time.monotonic() - start
     return StepResult(step, status, int(runner.rc if runner.rc is not None else -1),
-                      time.monotonic() - start, stats.get("opsbench", {}) if stats else {},
-                      failures, Path(rc_config.artifact_dir))
+                      elapsed, stats.get("opsbench", {}) if stats else {},
+                      failures, Path(rc_config.artifact_dir), _timing(start_wall, elapsed, marks))
+
+
+def _created(event: dict[str, Any]) -> float:
+    """When the callback in the playbook process made the event (Unix seconds); when it says nothing, now."""
+    from datetime import UTC, datetime
+
+    try:
+        created = datetime.fromisoformat(str(event.get("created", "")))
+    except ValueError:
+        return time.time()
+    return (created if created.tzinfo else created.replace(tzinfo=UTC)).timestamp()
+
+
+def _timing(start: float, elapsed: float, marks: dict[str, float]) -> dict[str, float]:
+    """StepResult.timing from the step's start, its length and the playbook's first and last events."""
+    first, recap = marks.get("playbook_on_start"), marks.get("playbook_on_stats")
+    if first is None or recap is None or not start <= first <= recap:
+        return {}
+    end = start + elapsed
+    return {"startup": round(first - start, 3), "work": round(recap - first, 3), "exit": round(max(end - recap, 0), 3)}

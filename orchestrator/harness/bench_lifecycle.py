@@ -130,6 +130,23 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
     return phases, per_trial, list(hosts.values())
 
 
+def _step_split(records: list[Any]) -> dict[str, dict[str, float]]:
+    """Per playbook phase, the medians of where its time went (runner.StepResult.timing: startup, work, exit)."""
+    import statistics
+
+    split: dict[str, dict[str, list[float]]] = {}
+    for rec in records:
+        row = store.get_run(rec.run_id) if rec.run_id else None
+        if not row:
+            continue
+        results = json.loads((Path(row["run_dir"]) / "run.json").read_text())["results"]
+        for step, res in results.items():
+            for part, seconds in (res.get("timing") or {}).items():
+                split.setdefault(step, {}).setdefault(part, []).append(float(seconds))
+    return {step: {part: round(statistics.median(v), 2) for part, v in parts.items()}
+            for step, parts in split.items()}
+
+
 DEFAULT_SCENARIOS = ("loopweb-web-down", "shop-cart-down")
 """What `opsbench bench` measures when given no scenarios: one small and one full application."""
 
@@ -168,6 +185,7 @@ def bench(scenarios: list[Scenario], trials: int, levels: list[int], overhead_re
             "statuses": sorted({r.status for r in records}),
             "runs_per_hour": round(len(done) / (wall / 3600), 1) if wall > 0 else None,
             "phases_s": {p: _stats(v) for p, v in phases.items()},
+            "phases_split_s": _step_split(records),
             "trial_lifecycle_without_agent_s": _stats(per_trial),
             "trial_lifecycle_with_deploy_share_s": _stats(amortized),
             "peak_memory_mib": memory.peak_mib, "peak_containers": memory.peak_containers,
@@ -192,6 +210,12 @@ def render(report: dict[str, Any]) -> str:
         for phase, s in level["phases_s"].items():
             if s:
                 lines.append(f"  {phase:<18} {s['median']:>9} {s['min']:>8} {s['max']:>8} {s['n']:>4}")
+        if level.get("phases_split_s"):
+            lines.append("  where each playbook's time went (medians, s): start-up (process, imports, inventory, "
+                         "playbook) / work (tasks) / exit")
+            for phase, split in level["phases_split_s"].items():
+                lines.append(f"    {phase:<16} {split.get('startup', '-')} / {split.get('work', '-')} / "
+                             f"{split.get('exit', '-')}")
         for key, label in (("trial_lifecycle_without_agent_s", "trial, no agent"),
                            ("trial_lifecycle_with_deploy_share_s", "+ deploy share")):
             s = level[key]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gateway_fixtures import NOW, TOKEN, FakeObservability, fake_control, make_run_dir
+from gateway_fixtures import ALERTS, NOW, TOKEN, FakeObservability, fake_control, make_run_dir
 from snapshot_fixtures import build_tsdb
 
 from orchestrator.snapshots import capture
@@ -24,8 +24,8 @@ def live_run(root: Path, obs: FakeObservability) -> Path:
     (run_dir / "agent").mkdir()
     manifest = {"manifest_version": "opsbench/manifest/v1", "run": "r1",
                 "tasks": [{"id": "diagnose", "kind": "diagnose", "goal": "Find the root cause."}],
-                "alerts": [{"labels": {"alertname": "ServiceDown", "service": "cart"}, "annotations": {},
-                            "startsAt": "2023-11-14T22:13:20Z"}],
+                # What the handover read from the fake Alertmanager (handover.yml keeps these three keys).
+                "alerts": [{k: a[k] for k in ("labels", "annotations", "startsAt")} for a in ALERTS],
                 "budget": {"wallClockSeconds": 300}, "deadline": 1_700_000_500,
                 "observability": {"metrics": True, "logs": True, "traces": True},
                 "tools": {"url": "http://127.0.0.1:9", "mcp_url": "http://127.0.0.1:9/mcp"},

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import paths, store
-from orchestrator.harness.bench_lifecycle import MemorySampler, _phase_times, render
+from orchestrator.harness.bench_lifecycle import MemorySampler, _phase_times, _step_split, render
 from orchestrator.harness.campaign import TrialRecord
 
 
@@ -37,14 +37,37 @@ def test_phase_times_split_trials_from_their_host(tmp_path: Path, monkeypatch: p
     assert hosts == [24.0]
 
 
+def test_step_split_takes_medians_of_where_each_playbook_spent_its_time(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path))
+    records = []
+    for i, startup in ((1, 1.0), (2, 2.0), (3, 9.0)):
+        results = {"inject": {"elapsed": 4.0, "timing": {"startup": startup, "work": 2.0, "exit": 0.25}},
+                   "agent": {"elapsed": 0.5}}  # not a playbook: no timing
+        write_run(f"t{i}", paths.runs_dir() / f"t{i}", results, "completed")
+        records.append(TrialRecord("s", "true", i, f"t{i}", "completed", None, 30.0))
+    assert _step_split(records) == {"inject": {"startup": 2.0, "work": 2.0, "exit": 0.25}}
+
+
+def test_timing_is_empty_without_both_marks() -> None:
+    from orchestrator.runner import _timing
+
+    assert _timing(100.0, 5.0, {"playbook_on_start": 101.5, "playbook_on_stats": 104.0}) == {
+        "startup": 1.5, "work": 2.5, "exit": 1.0}
+    assert _timing(100.0, 5.0, {"playbook_on_start": 101.5}) == {}  # a playbook that died before its recap
+    assert _timing(100.0, 5.0, {"playbook_on_start": 99.0, "playbook_on_stats": 104.0}) == {}  # clock went back
+
+
 def test_memory_units_and_render() -> None:
     sampler = MemorySampler("20260101")
     assert sampler._bytes("12.5MiB") == 12.5 * 1024**2 and sampler._bytes("1.2GB") == 1.2e9
     report = {"scenarios": ["s"], "trials": 2, "agent": "true", "levels": {"1": {
         "finished": 2, "trials": 2, "wall_s": 60.0, "runs_per_hour": 120.0, "peak_memory_mib": 300.0,
         "peak_containers": 5, "phases_s": {"deploy": {"median": 20.0, "min": 20.0, "max": 20.0, "n": 1}},
+        "phases_split_s": {"inject": {"startup": 1.9, "work": 1.2, "exit": 0.3}},
         "trial_lifecycle_without_agent_s": {"median": 21.0, "min": 21.0, "max": 21.0, "n": 2},
         "trial_lifecycle_with_deploy_share_s": None}},
         "overhead": {"step": "x", "repeats": 3, "ratio_median": 1.05, "ratio_mean": 1.06}}
     text = render(report)
     assert "120.0 runs/hour" in text and "deploy" in text and "1.05 (median)" in text
+    assert "inject           1.9 / 1.2 / 0.3" in text

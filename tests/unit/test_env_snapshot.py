@@ -45,6 +45,9 @@ def test_deploy_pristine_teardown(snapshot: Path, tmp_path: Path) -> None:
 
     pristine = _step("pristine", "pristine.yml", run_dir, snapshot, 2)
     assert pristine.ok and pristine.stats["leftovers"] == []
+    # Where a step's time went (`opsbench bench` reports it): start-up, the tasks and the exit add up to the step.
+    assert set(pristine.timing) == {"startup", "work", "exit"} and pristine.timing["startup"] > 0
+    assert abs(sum(pristine.timing.values()) - pristine.elapsed) < 0.05, (pristine.timing, pristine.elapsed)
 
     torn = _step("teardown", "teardown.yml", run_dir, snapshot, 3)
     assert torn.ok, torn.failures
