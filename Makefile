@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages"
-	@echo "make test                    the CI suite: unit + end to end, two workers (about 31 min on 2 cores)"
+	@echo "make test                    the CI suite: unit + end to end, two workers (about 35 min on 2 cores)"
 	@echo "make test-full               make test, then make reliability (everything)"
 	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...'] [BACKEND=kubernetes]"
 	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
