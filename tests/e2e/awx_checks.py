@@ -26,9 +26,9 @@ def launch(contract: Contract, home: Path, scenario: str, **launch_vars: Any) ->
                                                             **launch_vars})
 
 
-def assert_back_at_baseline(home: Path, wf: WorkflowJob) -> None:
+def assert_back_at_baseline(home: Path, wf: WorkflowJob, run_root: str = "awx-runs") -> None:
     """Nothing of the run is left: no process or container, its port block closed, no env, token or fault state."""
-    run_dir = home / "awx-runs" / f"awx-{wf.id}"
+    run_dir = home / run_root / f"awx-{wf.id}"
     base = int(wf.extra_vars["opsbench_port_base"])
     procs = subprocess.run(["pgrep", "-af", str(run_dir)], capture_output=True, text=True, check=False)
     assert procs.stdout.strip() == "", f"processes left behind: {procs.stdout}"

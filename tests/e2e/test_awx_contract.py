@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from orchestrator import paths, store
@@ -16,12 +17,27 @@ from orchestrator import paths, store
 from .awx_checks import ALL_NODES, HOST, assert_back_at_baseline, launch
 from .awx_contract import Contract, Export, inject_credential, job_extra_vars, record
 from .conftest import run_cli, run_json
+from .probing import assert_refused_everything, prober
 
 
-def test_loopweb_workflow_runs_as_awx_runs_it(awx_contract: Contract, awx_home: Path) -> None:
-    wf = launch(awx_contract, awx_home, "loopweb-web-down")
+def test_loopweb_workflow_runs_as_awx_runs_it(awx_contract: Contract, awx_home: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole workflow, with the probing agent first (issue 19's, then loopweb's baseline agent): the AWX agent
+    step must contain it as the orchestrator's does, refused every way out, and the run still scores."""
+    with prober(awx_home, then="orchestrator.agents.probe") as (agent, agent_env):
+        for key, value in agent_env.items():
+            monkeypatch.setenv(key, value)  # the job's environment (AWX: the EE's or a credential's variables)
+        # The run root the prober watches (it writes its targets once the run is deployed there).
+        wf = awx_contract.launch(f"opsbench loopweb-web-down @ {HOST}",
+                                 {"opsbench_awx_run_root": str(awx_home / "runs"), "opsbench_agent_command": agent})
     assert wf.ran == ALL_NODES, [(j.identifier, j.status, j.failures) for j in wf.jobs]
     assert all(j.ok for j in wf.jobs), [(j.identifier, j.failures) for j in wf.jobs if not j.ok]
+    run_dir = awx_home / "runs" / f"awx-{wf.id}"
+    agent_job = wf.job("agent")
+    assert agent_job is not None
+    assert_refused_everything(run_dir, {"agent": agent_job.artifacts["opsbench"]["agent"]}, {
+        "read log web", "write log web", "read log gateway", "read control gateway_conf",
+        "write control gateway_conf", "read control supervisor_conf", "write control supervisor_conf"})
     # Every job had AWX's layout and AWX's variables: the workflow's run id, the check node's extra_data under the
     # workflow's vars, the artifacts of earlier nodes (set_stats) merged in.
     baseline = wf.job("baseline")
@@ -42,7 +58,7 @@ def test_loopweb_workflow_runs_as_awx_runs_it(awx_contract: Contract, awx_home: 
     assert agent.artifacts["opsbench"]["agent"]["isolation"]["sandbox"] == "namespaces"
     scores = evaluate.artifacts["opsbench"]["evaluations"]["diagnosis"]
     assert scores["status"] == "scored" and scores["fl_pass"] == 1.0
-    assert_back_at_baseline(awx_home, wf)
+    assert_back_at_baseline(awx_home, wf, run_root="runs")
     # Recorded like the orchestrator's runs: the index, `runs`, `results`.
     summary = record(wf, paths.SPECS_DIR / "loopweb-web-down" / "scenario.yaml")
     assert summary["status"] == "completed" and summary["recovered"] is True and summary["cleanup"] == "done"
