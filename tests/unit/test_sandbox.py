@@ -253,9 +253,10 @@ for url in sys.argv[1:]:
 """
 
 
-def _netns_mounts() -> int:
-    return sum(1 for line in Path("/proc/self/mountinfo").read_text().splitlines()
-               if " nsfs " in line and " /run/netns/" in line)
+def _netns_mounted(name: str) -> bool:
+    """Whether /run/netns/`name` is mounted in the host's mount namespace (as `ip netns add` mounts it)."""
+    return any(" nsfs " in line and line.split()[4] == f"/run/netns/{name}"
+               for line in Path("/proc/self/mountinfo").read_text().splitlines())
 
 
 needs_net = pytest.mark.skipif(sandbox.network.unavailable_reason() != "", reason="slirp4netns/nft not installed")
@@ -272,7 +273,12 @@ def test_the_agent_reaches_its_gateway_and_nothing_else_on_the_host(agent_dir: P
                    if n.endswith("/32") and not n.startswith("127."))
     monkeypatch.setenv("OPSBENCH_AGENT_ALLOW", f"127.0.0.1:{llm.port}")
     (agent_dir / "workspace" / "fetch.py").write_text(FETCH)
-    before = _netns_mounts()
+    # slirp4netns --enable-sandbox in the host's mount namespace unmounts every netns under /run/netns
+    # (containers/libpod#4113): a netns of our own must survive the agent's network. (Counting all netns mounts
+    # would measure the other worker's podman containers coming and going.)
+    sentinel = f"opsbench-test-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", sentinel], check=True, capture_output=True)
+    assert _netns_mounted(sentinel)
     try:
         result = agent.run_agent(
             "python3 -c 'import json,os; print(json.load(open(os.environ[\"OPSBENCH_MANIFEST\"]))[\"tools\"][\"url\"])'"
@@ -280,9 +286,11 @@ def test_the_agent_reaches_its_gateway_and_nothing_else_on_the_host(agent_dir: P
             f"http://127.0.0.1:{gateway.port} http://{host_ip}:{gateway.port} \"$OPSBENCH_LLM_BASE_URL\" >> seen.txt",
             agent_dir, {"OPSBENCH_MANIFEST": str(manifest), "OPSBENCH_LLM_BASE_URL": f"http://127.0.0.1:{llm.port}"},
             30, lambda: False, lambda pid: None)
+        survived = _netns_mounted(sentinel)
     finally:
         for server in (gateway, other, llm):
             server.close()
+        subprocess.run(["ip", "netns", "delete", sentinel], check=False, capture_output=True)
     seen = (agent_dir / "workspace" / "seen.txt").read_text().splitlines()
     assert result.status == "exited", (result, (agent_dir / "stderr.log").read_text())
     assert seen[0] == f"http://10.0.2.2:{gateway.port}"  # the manifest the agent reads names slirp's host
@@ -292,7 +300,7 @@ def test_the_agent_reaches_its_gateway_and_nothing_else_on_the_host(agent_dir: P
     assert seen[5] == f"http://10.0.2.2:{llm.port} llm"  # allowed, and its URL pointed at slirp's host
     net = result.isolation["network"]
     assert net["mode"] == "egress" and sorted(net["host_ports"]) == sorted([gateway.port, llm.port])
-    assert _netns_mounts() == before  # slirp4netns never touches the host's netns mounts (containers/libpod#4113)
+    assert survived, "the agent's network unmounted the host's netns (containers/libpod#4113)"
     left = subprocess.run(["pgrep", "-af", "slirp4netns"], capture_output=True, text=True, check=False).stdout
     assert str(agent_dir.parent / "agent-network.log") not in left and "tap0" not in left, left
 
