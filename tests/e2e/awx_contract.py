@@ -47,7 +47,8 @@ import yaml
 from jinja2.nativetypes import NativeEnvironment
 
 from orchestrator import paths, store
-from orchestrator.runner import ansible_env
+from orchestrator.lifecycle import FORWARD
+from orchestrator.runner import _failure_text, ansible_env
 
 
 class Verbatim(str):
@@ -158,13 +159,6 @@ class WorkflowJob:
     def ran(self) -> list[str]:
         return [j.identifier for j in self.jobs]
 
-    @property
-    def failed(self) -> bool:
-        """AWX: a workflow job fails when a node failed and no failure or always edge of that node led on."""
-        return any(not j.ok for j in self.jobs if j.identifier in self._unhandled)
-
-    _unhandled: set[str] = field(default_factory=set)
-
 
 class ProjectCache:
     """The project as AWX's project update leaves it: the files git tracks or would (working-tree content), copied once;
@@ -248,15 +242,8 @@ def _artifacts(runner: Any) -> dict[str, Any]:
 
 
 def _failures(runner: Any) -> list[str]:
-    found = []
-    for event in runner.events:
-        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
-            data = event.get("event_data", {})
-            if data.get("ignore_errors"):
-                continue
-            res = data.get("res", {})
-            found.append(f"{data.get('task')}: {str(res.get('msg') or res.get('stderr') or '')[:300]}")
-    return found
+    """The job's failed tasks, worded as the orchestrator words a step's (runner._failure_text)."""
+    return [text for event in runner.events if (text := _failure_text(event))]
 
 
 class Contract:
@@ -309,8 +296,6 @@ class Contract:
             edges = (nodes[ident].get("related") or {})
             for kind in ("always", "success" if job.ok else "failure"):
                 fired.update(c["identifier"] for c in edges.get(f"{kind}_nodes", []))
-            if not job.ok and not edges.get("failure_nodes") and not edges.get("always_nodes"):
-                wf._unhandled.add(ident)
         wf.not_run = [i for i in nodes if i not in done]
         wf.ended = time.time()
         return wf
@@ -382,7 +367,7 @@ def record(wf: WorkflowJob, spec_path: Path) -> dict[str, Any]:
         return (job.artifacts.get("opsbench") or {}).get(key, {}) if job else {}
 
     evaluations, agent = stats("evaluate", "evaluations"), stats("agent", "agent")
-    forward = ["deploy", "baseline", "inject", "manifestation", "handover", "agent", "collect", "evaluate"]
+    forward = FORWARD
     first_bad = next((j for j in wf.jobs if j.identifier in forward and not j.ok), None)
     undo = [j for j in wf.jobs if j.identifier in ("revoke", "remove", "teardown")]
     status = "completed" if first_bad is None and all(wf.job(s) for s in forward) else "error"
