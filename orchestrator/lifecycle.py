@@ -15,6 +15,7 @@ import secrets
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,6 +56,11 @@ FINISH_STEPS = ["collect", "evaluate", "revoke"]
 FINISH_STATS = {"collect": ("collect",), "evaluate": ("evaluations",), "revoke": ("revoke",)}
 """Which of the finish playbook's set_stats keys belong to which of its steps."""
 SNAPSHOT_ROLE = "env_snapshot"
+WORLD_EVALUATORS = frozenset({"evaluate_mitigation", "evaluate_cost", "evaluate_ciso_kyverno"})
+"""Evaluator roles that read the live environment (Prometheus, the cluster): while one of them is still to run, the
+faults stay in. Any other evaluator scores only files (the agent's output, its trajectory, the ground truth), so a
+trial on a kept environment removes its faults while the agent is scored (`Run.execute_trial`).
+tests/test_lifecycle_overlap.py fails when an evaluator role reads the world without being listed here."""
 LIVE_ONLY_KINDS = frozenset({"mitigate"})
 """Task kinds that need the live world (a mitigation, a cost mitigation, is scored by what it changed)."""
 # Undo step -> the step whose start makes it necessary.
@@ -146,8 +152,10 @@ class Run:
         self.interrupts: Interrupts | None = None
         # A remote agent's API server (orchestrator/agent_api.py); set by the caller, never persisted.
         self.remote: AgentAPI | None = None
-        # The plays of the step running now: when each started and its first failed task (see `_finish`).
-        self._plays: list[tuple[float, str | None]] = []
+        # Per step running or run: when each of its plays started and its first failed task (see `_finish`).
+        self._plays: dict[str, list[tuple[float, str | None]]] = {}
+        # Steps of one trial may run at the same time (`execute_trial`): the state and its run.json change under it.
+        self._lock = threading.RLock()
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -296,7 +304,8 @@ class Run:
         return Path(self.state.get("record_dir") or self.run_dir)
 
     def _save(self) -> None:
-        store.write_run_json(self.record_dir, self.state)
+        with self._lock:
+            store.write_run_json(self.record_dir, self.state)
 
     def _interrupted(self) -> bool:
         return bool(self.interrupts and self.interrupts.set)
@@ -326,25 +335,36 @@ class Run:
 
     # -- steps ----------------------------------------------------------------------------
     def _step(self, step: str, index: int, total: int, cleanup: bool = False) -> StepResult:
-        """Run one playbook step and record it. Clean-up steps ignore interrupts."""
-        self.state["started"] = [*self.state["started"], step]
-        self._save()
-        self.progress.step_started(step, index, total)
-        seq = store.start_phase(self.id, step)
-        started_at = time.time()
-        limits = {**DEFAULT_TIMEOUTS, **self.state["timeouts"].get(step, {})}
-        if cleanup and self.state["results"].get(step, {}).get("status") == "timeout":
-            # An undo step retried (`opsbench cleanup`) after timing out: its limit proved too short.
-            limits = {k: max(v, DEFAULT_TIMEOUTS[k]) for k, v in limits.items()}
+        """Run one playbook step and record it. Clean-up steps ignore interrupts. Thread-safe: the bookkeeping
+        holds the run's lock, the playbook runs without it."""
+        with self._lock:
+            self.state["started"] = [*self.state["started"], step]
+            self._save()
+            self.progress.step_started(step, index, total)
+            seq = store.start_phase(self.id, step)
+            started_at = time.time()
+            limits = {**DEFAULT_TIMEOUTS, **self.state["timeouts"].get(step, {})}
+            if cleanup and self.state["results"].get(step, {}).get("status") == "timeout":
+                # An undo step retried (`opsbench cleanup`) after timing out: its limit proved too short.
+                limits = {k: max(v, DEFAULT_TIMEOUTS[k]) for k, v in limits.items()}
+            extravars = self.extravars(step)
         on_event: EventHandler = self._event_handler(step)
         result = run_playbook(
-            step, PLAYBOOKS[step], self.extravars(step),
+            step, PLAYBOOKS[step], extravars,
             Path(self.state.get("steps_dir") or self.run_dir / "steps") / f"{seq:02d}-{step}",
             job_timeout=limits["job"], idle_timeout=limits["idle"],
             cancel=(lambda: False) if cleanup else self._interrupted, on_event=on_event,
-            on_pid=self._record_step_pid,
+            on_pid=lambda pid: self._record_step_pid(step, pid),
         )
-        self.state.pop("step_pid", None)
+        with self._lock:
+            return self._record_step(step, seq, started_at, result)
+
+    def _record_step(self, step: str, seq: int, started_at: float, result: StepResult) -> StepResult:
+        """A step's outcome into the state, run.json and the store (the caller holds the lock)."""
+        pids = self.state.get("step_pids", {})
+        pids.pop(step, None)
+        if not pids:
+            self.state.pop("step_pids", None)
         status = result.status
         if result.ok and step in ("baseline", "manifestation", "recovery"):
             failed = [n for n, c in result.stats.get("checks", {}).items() if not c.get("ok")]
@@ -367,26 +387,28 @@ class Run:
         result.status = status
         return result
 
-    def _record_step_pid(self, pid: int) -> None:
-        self.state["step_pid"] = pid
-        self._save()
+    def _record_step_pid(self, step: str, pid: int) -> None:
+        with self._lock:
+            self.state["step_pids"] = {**self.state.get("step_pids", {}), step: pid}
+            self._save()
 
     def _stop_orphaned_step(self) -> None:
-        """A playbook still running from a killed orchestrator would race with clean-up: stop it."""
-        pid = self.state.pop("step_pid", None)
-        if pid is None:
-            return
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return
-        if b"ansible-playbook" in cmdline and self.id.encode() in cmdline:
-            self.progress.message(f"stopping step playbook {pid} left running by the killed orchestrator")
-            terminate_playbook(int(pid))
+        """Playbooks still running from a killed orchestrator would race with clean-up: stop them."""
+        pids = list(self.state.pop("step_pids", {}).values())
+        if (old := self.state.pop("step_pid", None)) is not None:  # run.json written before steps overlapped
+            pids.append(old)
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"ansible-playbook" in cmdline and self.id.encode() in cmdline:
+                self.progress.message(f"stopping step playbook {pid} left running by the killed orchestrator")
+                terminate_playbook(int(pid))
 
     def _event_handler(self, step: str) -> EventHandler:
         plays: list[tuple[float, str | None]] = []
-        self._plays = plays
+        self._plays[step] = plays
 
         def handle(event: dict[str, Any]) -> None:
             kind, data = event.get("event"), event.get("event_data", {})
@@ -497,8 +519,9 @@ class Run:
                 break
         if self._interrupted() and status == "completed":
             status, reason = "interrupted", "interrupted"
-        self.state["status"], self.state["reason"] = status, reason
-        self._save()
+        with self._lock:
+            self.state["status"], self.state["reason"] = status, reason
+            self._save()
 
     # -- agent trials on a host's environment (campaigns) ----------------------------------
     def execute_trial(self, healthy: bool = False) -> dict[str, Any]:
@@ -508,27 +531,69 @@ class Run:
         forward = [s for s in FORWARD if s != "deploy" and not (healthy and s == "baseline")]
         total = len(forward) + 4
         try:
-            self._forward(forward, total)
-            self.cleanup(first_index=len(forward) + 1, total=total)
-            if "remove" in self.state["done"] or "inject" not in self.state["started"]:
-                pristine = self._step("pristine", total, total, cleanup=True)
-                leftovers = pristine.stats.get("leftovers", []) if pristine.ok else ["leftover check failed"]
-                self.state["leftovers"] = leftovers
+            if self.restores_early():
+                # Once the agent is done the faults can go while the agent is scored: `finish` (collect, evaluate,
+                # revoke in one playbook) runs beside remove, then recovery beside the leftover check.
+                head = forward[:forward.index("agent") + 1]
+                total = len(head) + 4
+                self._forward(head, total)
+                if self.state["status"] == "completed":
+                    restore = threading.Thread(target=self._restore, args=(len(head) + 2, total),
+                                               name=f"restore-{self.id}", daemon=True)
+                    restore.start()
+                    try:
+                        self._forward(["finish"], total, first_index=len(head) + 1)
+                    finally:
+                        restore.join()
+            else:
+                self._forward(forward, total)
+            self.cleanup(first_index=total - 3, total=total)
+            if "leftovers" not in self.state and ("remove" in self.state["done"]
+                                                  or "inject" not in self.state["started"]):
+                self._check_leftovers(total, total)
         finally:
             self.archive()
             self._save()
             store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
         return self.summary()
 
+    def restores_early(self) -> bool:
+        """Whether this trial's faults may be removed while its agent is scored: no evaluator reads the world."""
+        return not {e["role"] for e in self.state["vars"]["evaluators"]} & WORLD_EVALUATORS
+
+    def _restore(self, index: int, total: int) -> None:
+        """remove, then recovery beside the leftover check (both only look; neither changes what the other sees).
+        Runs beside `finish`; what fails here is owed and `cleanup` finishes it (remove is retried, recovery
+        runs only after a removal that succeeded)."""
+        if self._step("remove", index, total, cleanup=True).status != "successful":
+            return
+        leftovers = threading.Thread(target=self._check_leftovers, args=(index + 2, total),
+                                     name=f"leftovers-{self.id}", daemon=True)
+        leftovers.start()
+        try:
+            self._step("recovery", index + 1, total, cleanup=True)
+        finally:
+            leftovers.join()
+
+    def _check_leftovers(self, index: int, total: int) -> None:
+        """The `pristine` step: what the faults left behind, into the state as `leftovers`."""
+        pristine = self._step("pristine", index, total, cleanup=True)
+        with self._lock:
+            self.state["leftovers"] = pristine.stats.get("leftovers", []) if pristine.ok else ["leftover check failed"]
+
     def _finish(self, index: int, total: int) -> tuple[str | None, StepResult]:
         """Run the `finish` step (collect + evaluate + revoke in one playbook) and record it as those three steps:
         each one's time from its play's start (the first also carries the playbook's start-up), its share of the
         stats, done when its play ended without a failure. Returns the first step that did not succeed (None when
         all did) and the playbook's result."""
-        self._plays = []
         result = self._step("finish", index, total)
+        with self._lock:
+            return self._record_finish(result)
+
+    def _record_finish(self, result: StepResult) -> tuple[str | None, StepResult]:
+        """`_finish`'s record of its three steps (the caller holds the lock)."""
         res = self.state["results"].pop("finish")
-        plays = self._plays
+        plays = self._plays.get("finish", [])
         # `finish` is an implementation detail of the record: the run shows the steps it ran.
         self.state["started"] = [s for s in self.state["started"] if s != "finish"]
         self.state["done"] = [s for s in self.state["done"] if s != "finish"]
@@ -605,7 +670,7 @@ class Run:
         self._save()
 
     def trial(self, scn: Scenario, idempotency: bool = False, healthy: bool = False) -> dict[str, Any]:
-        """baseline -> inject -> manifestation, then always remove -> recovery -> pristine.
+        """baseline -> inject -> manifestation, then always remove -> recovery and pristine (at the same time).
 
         The environment must be deployed (and stays up). Returns each step's result; the
         run's interrupt flag stops the forward steps, never the clean-up ones. With
@@ -632,14 +697,14 @@ class Run:
             if step == "remove":  # the no-op removal must not count as the trial's removal
                 self.state["done"] = [s for s in self.state["done"] if s != "remove"]
                 self.state["started"] = [s for s in self.state["started"] if s != "remove"]
-        for index, step in enumerate(TRIAL_CLEANUP, len(forward) + 1):
-            if step == "remove" and "inject" not in self.state["started"]:
-                continue
-            if step == "recovery" and self.state["results"].get("remove", {}).get("status") not in (None, "successful"):
-                continue
-            result = self._step(step, index, total, cleanup=True)
-            if result.status != "successful" and outcome == "passed":
-                outcome, reason = "failed", f"{step} {result.status}: {'; '.join(result.failures)[:500]}"
+        if "inject" in self.state["started"]:
+            self._restore(len(forward) + 1, total)
+        if "pristine" not in self.state["results"]:  # the removal failed, or nothing was injected
+            self._check_leftovers(total, total)
+        for step in TRIAL_CLEANUP:
+            res = self.state["results"].get(step)
+            if res and res["status"] != "successful" and outcome == "passed":
+                outcome, reason = "failed", f"{step} {res['status']}: {'; '.join(res['failures'])[:500]}"
         leftovers = self.state["results"].get("pristine", {}).get("stats", {}).get("leftovers", [])
         if leftovers and outcome == "passed":
             outcome, reason = "failed", "leftovers: " + "; ".join(leftovers)[:500]

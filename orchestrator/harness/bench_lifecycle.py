@@ -4,7 +4,8 @@ For each parallelism level K, a campaign of the chosen scenarios x trials runs w
 (``true``), on shared environments as campaigns do; its runs are tagged purpose ``bench``, so results
 and the leaderboard leave them out. From the runs' records it reports, per phase, median/min/max
 seconds (deploy and teardown from the hosts, the rest from the trials, plus time to alert and time to recover
-from the checks' own waits), the per-trial lifecycle excluding the agent with and without the hosts' deploy and
+from the checks' own waits), the per-trial lifecycle excluding the agent (wall clock: its steps overlap) with and
+without the hosts' deploy and
 teardown spread over their trials, runs per hour at each K, and the peak memory of the environments (podman's
 cgroup figures, sampled every few seconds). The orchestrator's overhead against bare ``ansible-playbook`` of the
 same playbook is measured in the same invocation (`orchestrator.harness.bench.measure_overhead`).
@@ -108,17 +109,14 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
         if not row:
             continue
         results = json.loads((Path(row["run_dir"]) / "run.json").read_text())["results"]
-        lifecycle = 0.0
         for step, res in results.items():
             if step in phases and isinstance(res.get("elapsed"), (int, float)):
                 phases[step].append(float(res["elapsed"]))
-                if step not in NOT_LIFECYCLE:
-                    lifecycle += float(res["elapsed"])
         if "manifestation" in results and (alert := _check_wait(results["manifestation"])) is not None:
             phases["time_to_alert"].append(alert)
         if "recovery" in results and (recover := _check_wait(results["recovery"])) is not None:
             phases["time_to_recover"].append(recover)
-        per_trial.append(lifecycle)
+        per_trial.append(_lifecycle_s(results))
         if rec.host and rec.host not in hosts:
             host = json.loads((paths.runs_dir() / rec.host / "run.json").read_text())["results"]
             cost = 0.0
@@ -128,6 +126,19 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
                     cost += float(host[step]["elapsed"])
             hosts[rec.host] = cost
     return phases, per_trial, list(hosts.values())
+
+
+def _lifecycle_s(results: dict[str, Any]) -> float:
+    """A trial's lifecycle without its agent: first step's start to last step's end, less the agent's time (steps
+    of one trial overlap, see `Run.execute_trial`, so their times do not add up); the sum of the steps' times for a
+    record without start and end times."""
+    timed = [r for r in results.values() if isinstance(r.get("started_at"), (int, float))
+             and isinstance(r.get("ended_at"), (int, float))]
+    if timed and len(timed) == len(results):
+        agent = float(results.get("agent", {}).get("elapsed") or 0.0)
+        return round(max(r["ended_at"] for r in timed) - min(r["started_at"] for r in timed) - agent, 3)
+    return sum(float(r["elapsed"]) for step, r in results.items()
+               if step not in NOT_LIFECYCLE and isinstance(r.get("elapsed"), (int, float)))
 
 
 def _step_split(records: list[Any]) -> dict[str, dict[str, float]]:

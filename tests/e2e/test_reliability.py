@@ -68,7 +68,7 @@ def wait_for_phase(proc: subprocess.Popen[str], runs: Path, phase: str, timeout:
                 continue
             started = state.get("started", [])
             if started and started[-1] == phase and phase not in state["done"] \
-                    and ("agent_pid" if phase == "agent" else "step_pid") in state:
+                    and (state.get("agent_pid") if phase == "agent" else phase in state.get("step_pids", {})):
                 return files[0].parent
         time.sleep(0.02)
     raise AssertionError(f"phase {phase} never seen running")

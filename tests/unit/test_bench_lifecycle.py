@@ -37,6 +37,20 @@ def test_phase_times_split_trials_from_their_host(tmp_path: Path, monkeypatch: p
     assert hosts == [24.0]
 
 
+def test_a_trial_whose_steps_overlap_counts_its_wall_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path))
+    t = 1000.0
+    results = {"inject": {"elapsed": 3.0, "started_at": t, "ended_at": t + 3},
+               "agent": {"elapsed": 2.0, "started_at": t + 3, "ended_at": t + 5},
+               "collect": {"elapsed": 1.0, "started_at": t + 5, "ended_at": t + 6},
+               "remove": {"elapsed": 4.0, "started_at": t + 5, "ended_at": t + 9},  # beside collect
+               "recovery": {"elapsed": 6.0, "started_at": t + 9, "ended_at": t + 15},
+               "pristine": {"elapsed": 2.0, "started_at": t + 9, "ended_at": t + 11}}  # beside recovery
+    write_run("t1", paths.runs_dir() / "t1", results, "completed")
+    _, per_trial, _ = _phase_times([TrialRecord("s", "true", 1, "t1", "completed", None, 15.0)])
+    assert per_trial == [13.0]  # 15 s from inject's start to recovery's end, less the agent's 2 s (the sum is 16)
+
+
 def test_step_split_takes_medians_of_where_each_playbook_spent_its_time(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path))
