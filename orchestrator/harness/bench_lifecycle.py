@@ -136,7 +136,7 @@ def _lifecycle_s(results: dict[str, Any]) -> float:
              and isinstance(r.get("ended_at"), (int, float))]
     if timed and len(timed) == len(results):
         agent = float(results.get("agent", {}).get("elapsed") or 0.0)
-        return round(max(r["ended_at"] for r in timed) - min(r["started_at"] for r in timed) - agent, 3)
+        return round(float(max(r["ended_at"] for r in timed)) - float(min(r["started_at"] for r in timed)) - agent, 3)
     return sum(float(r["elapsed"]) for step, r in results.items()
                if step not in NOT_LIFECYCLE and isinstance(r.get("elapsed"), (int, float)))
 

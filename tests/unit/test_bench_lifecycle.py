@@ -40,7 +40,7 @@ def test_phase_times_split_trials_from_their_host(tmp_path: Path, monkeypatch: p
 def test_a_trial_whose_steps_overlap_counts_its_wall_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path))
     t = 1000.0
-    results = {"inject": {"elapsed": 3.0, "started_at": t, "ended_at": t + 3},
+    results: dict[str, dict[str, object]] = {"inject": {"elapsed": 3.0, "started_at": t, "ended_at": t + 3},
                "agent": {"elapsed": 2.0, "started_at": t + 3, "ended_at": t + 5},
                "collect": {"elapsed": 1.0, "started_at": t + 5, "ended_at": t + 6},
                "remove": {"elapsed": 4.0, "started_at": t + 5, "ended_at": t + 9},  # beside collect
