@@ -128,6 +128,17 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
     return phases, per_trial, list(hosts.values())
 
 
+def _lifecycle_by_scenario(records: list[Any]) -> dict[str, dict[str, float] | None]:
+    """Per scenario, the stats of its trials' lifecycle without the agent (`_lifecycle_s`)."""
+    by: dict[str, list[float]] = {}
+    for rec in records:
+        row = store.get_run(rec.run_id) if rec.run_id else None
+        if row:
+            results = json.loads((Path(row["run_dir"]) / "run.json").read_text())["results"]
+            by.setdefault(rec.scenario, []).append(_lifecycle_s(results))
+    return {scenario: _stats(values) for scenario, values in sorted(by.items())}
+
+
 def _lifecycle_s(results: dict[str, Any]) -> float:
     """A trial's lifecycle without its agent: first step's start to last step's end, less the agent's time (steps
     of one trial overlap, see `Run.execute_trial`, so their times do not add up); the sum of the steps' times for a
@@ -199,6 +210,7 @@ def bench(scenarios: list[Scenario], trials: int, levels: list[int], overhead_re
             "phases_split_s": _step_split(records),
             "trial_lifecycle_without_agent_s": _stats(per_trial),
             "trial_lifecycle_with_deploy_share_s": _stats(amortized),
+            "trial_lifecycle_by_scenario_s": _lifecycle_by_scenario(records),
             "peak_memory_mib": memory.peak_mib, "peak_containers": memory.peak_containers,
             "load_1m": _stats(memory.loads), "cores": os.cpu_count(),
         }
@@ -232,6 +244,9 @@ def render(report: dict[str, Any]) -> str:
             s = level[key]
             if s:
                 lines.append(f"  {label:<18} {s['median']:>9} {s['min']:>8} {s['max']:>8} {s['n']:>4}")
+        for scenario, s in (level.get("trial_lifecycle_by_scenario_s") or {}).items():
+            if s:
+                lines.append(f"    {scenario:<16} {s['median']:>9} {s['min']:>8} {s['max']:>8} {s['n']:>4}")
     o = report["overhead"]
     lines.append(f"\norchestrator / bare ansible-playbook ({o['step']}, {o['repeats']} repeats): "
                  f"{o['ratio_median']} (median), {o['ratio_mean']} (mean)")

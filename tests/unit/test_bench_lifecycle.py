@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import paths, store
-from orchestrator.harness.bench_lifecycle import MemorySampler, _phase_times, _step_split, render
+from orchestrator.harness.bench_lifecycle import MemorySampler, _lifecycle_by_scenario, _phase_times, _step_split, render
 from orchestrator.harness.campaign import TrialRecord
 
 
@@ -47,8 +47,10 @@ def test_a_trial_whose_steps_overlap_counts_its_wall_clock(tmp_path: Path, monke
                "recovery": {"elapsed": 6.0, "started_at": t + 9, "ended_at": t + 15},
                "pristine": {"elapsed": 2.0, "started_at": t + 9, "ended_at": t + 11}}  # beside recovery
     write_run("t1", paths.runs_dir() / "t1", results, "completed")
-    _, per_trial, _ = _phase_times([TrialRecord("s", "true", 1, "t1", "completed", None, 15.0)])
+    records = [TrialRecord("s", "true", 1, "t1", "completed", None, 15.0)]
+    _, per_trial, _ = _phase_times(records)
     assert per_trial == [13.0]  # 15 s from inject's start to recovery's end, less the agent's 2 s (the sum is 16)
+    assert _lifecycle_by_scenario(records) == {"s": {"median": 13.0, "min": 13.0, "max": 13.0, "n": 1}}
 
 
 def test_step_split_takes_medians_of_where_each_playbook_spent_its_time(tmp_path: Path,
