@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator import paths, store
-from orchestrator.harness.bench_lifecycle import MemorySampler, _lifecycle_by_scenario, _phase_times, _step_split, render
+from orchestrator.harness.bench_lifecycle import (
+    MemorySampler,
+    _lifecycle_by_scenario,
+    _phase_times,
+    _step_split,
+    render,
+)
 from orchestrator.harness.campaign import TrialRecord
 
 
