@@ -230,8 +230,8 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  machine: {level['cores']} cores, 1-min load average median {level['load_1m']['median']}"
                          f" (max {level['load_1m']['max']})")
         lines.append(f"  {'PHASE':<18} {'MEDIAN s':>9} {'MIN s':>8} {'MAX s':>8} {'N':>4}")
-        for phase, s in level["phases_s"].items():
-            if s:
+        for phase in sorted(level["phases_s"], key=lambda p: PHASES.index(p) if p in PHASES else len(PHASES)):
+            if s := level["phases_s"][phase]:
                 lines.append(f"  {phase:<18} {s['median']:>9} {s['min']:>8} {s['max']:>8} {s['n']:>4}")
         if level.get("phases_split_s"):
             lines.append("  where each playbook's time went (medians, s): start-up (process, imports, inventory, "

@@ -121,10 +121,10 @@ def test_workloads_have_requests_limits_and_probes(rendered: Path):
     assert replicas["frontend"] == 2 and replicas["catalog"] == 2 and replicas["cart"] == 1
 
 
-def _env_shop_rules(alert_for: str) -> dict[str, Any]:
+def _env_shop_rules(alert_for: str, **more: str) -> dict[str, Any]:
     text = (paths.ROLES_DIR / "env_shop" / "templates" / "alert_rules.yml.j2").read_text()
     rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(text).render(
-        ansible_managed="managed", env_shop_alert_for=alert_for)
+        ansible_managed="managed", env_shop_alert_for=alert_for, **more)
     return yaml.safe_load(rendered)  # type: ignore[no-any-return]
 
 
@@ -146,10 +146,15 @@ def test_golden_signal_rules_are_env_shops(rendered: Path):
 
 
 def test_env_shop_rules_render_unchanged_for_the_local_backend():
-    # env_shop is not modified by the kubernetes backend: its default rendering keeps `for: 10s`.
-    rules = _env_shop_rules("10s")
+    # env_shop is not modified by the kubernetes backend: its defaults keep `for: 10s`, 5 s for the error ratios.
+    defaults = yaml.safe_load((paths.ROLES_DIR / "env_shop" / "defaults" / "main.yml").read_text())
+    rules = _env_shop_rules(defaults["env_shop_alert_for"], env_shop_error_alert_for=defaults["env_shop_error_alert_for"])
     fors = {r["alert"]: r.get("for") for g in rules["groups"] for r in g["rules"]}
-    assert fors["ServiceErrorRateHigh"] == "10s" and fors["ServiceDown"] == "4s"
+    assert fors["ServiceLatencyHigh"] == "10s" and fors["ServiceDown"] == "4s"
+    assert fors["ServiceErrorRateHigh"] == fors["CustomerErrorsHigh"] == "5s"
+    # The kubernetes backend gives one delay: the error ratios take it too.
+    k8s = {r["alert"]: r.get("for") for g in _env_shop_rules("30s")["groups"] for r in g["rules"]}
+    assert k8s["ServiceErrorRateHigh"] == k8s["ServiceLatencyHigh"] == "30s"
 
 
 def test_operator_mode_objects_are_well_formed(rendered: Path):
