@@ -37,3 +37,23 @@ def test_scrub_env_does_not_mutate_its_input():
     env = {"PATH": "/bin", "OPENAI_API_KEY": "sk"}
     scrub_env(env)
     assert env == {"PATH": "/bin", "OPENAI_API_KEY": "sk"}
+
+
+def test_closing_the_pty_of_a_reaped_playbook_does_not_wait_and_a_live_child_is_still_stopped() -> None:
+    """The 0.1 s ptyprocess sleeps in close() is skipped only once the child is reaped (issue 23)."""
+    import time
+
+    import ptyprocess
+
+    from orchestrator.runner import _close_reaped
+
+    done = ptyprocess.PtyProcess.spawn(["true"])
+    while done.isalive():
+        time.sleep(0.01)
+    start = time.monotonic()
+    _close_reaped(done)
+    assert done.closed and time.monotonic() - start < 0.05
+
+    alive = ptyprocess.PtyProcess.spawn(["sleep", "30"])
+    _close_reaped(alive)
+    assert alive.closed and alive.delayafterclose == 0.1 and not alive.isalive()
