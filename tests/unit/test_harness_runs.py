@@ -181,9 +181,12 @@ def _fake_step(self: Run, step: str, index: int, total: int, cleanup: bool = Fal
         stats = {"checks": {c["name"]: {"ok": True} for c in self.state["vars"]["checks"][step]}}
     elif step == "pristine":
         stats = {"leftovers": []}
+    elif step == "finish":  # collect, evaluate, revoke: one playbook of three plays (Run._finish)
+        self._plays["finish"] = [(1.0, None), (1.1, None), (1.2, None)]
     self.state["started"] = [*self.state["started"], step]
     self.state["done"] = [*self.state["done"], step]
-    self.state["results"][step] = {"status": "successful", "elapsed": 0.1, "stats": stats, "failures": []}
+    self.state["results"][step] = {"status": "successful", "elapsed": 0.1, "stats": stats, "failures": [],
+                                   "started_at": 1.0, "ended_at": 1.3}
     return StepResult(step, "successful", 0, 0.1, stats)
 
 
