@@ -148,7 +148,8 @@ def test_golden_signal_rules_are_env_shops(rendered: Path):
 def test_env_shop_rules_render_unchanged_for_the_local_backend():
     # env_shop is not modified by the kubernetes backend: its defaults keep `for: 10s`, 5 s for the error ratios.
     defaults = yaml.safe_load((paths.ROLES_DIR / "env_shop" / "defaults" / "main.yml").read_text())
-    rules = _env_shop_rules(defaults["env_shop_alert_for"], env_shop_error_alert_for=defaults["env_shop_error_alert_for"])
+    rules = _env_shop_rules(defaults["env_shop_alert_for"],
+                            env_shop_error_alert_for=defaults["env_shop_error_alert_for"])
     fors = {r["alert"]: r.get("for") for g in rules["groups"] for r in g["rules"]}
     assert fors["ServiceLatencyHigh"] == "10s" and fors["ServiceDown"] == "4s"
     assert fors["ServiceErrorRateHigh"] == fors["CustomerErrorsHigh"] == "5s"
