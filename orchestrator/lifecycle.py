@@ -60,7 +60,7 @@ WORLD_EVALUATORS = frozenset({"evaluate_mitigation", "evaluate_cost", "evaluate_
 """Evaluator roles that read the live environment (Prometheus, the cluster): while one of them is still to run, the
 faults stay in. Any other evaluator scores only files (the agent's output, its trajectory, the ground truth), so a
 trial on a kept environment removes its faults while the agent is scored (`Run.execute_trial`).
-tests/test_lifecycle_overlap.py fails when an evaluator role reads the world without being listed here."""
+tests/unit/test_lifecycle_overlap.py fails when an evaluator role reads the world without being listed here."""
 LIVE_ONLY_KINDS = frozenset({"mitigate"})
 """Task kinds that need the live world (a mitigation, a cost mitigation, is scored by what it changed)."""
 # Undo step -> the step whose start makes it necessary.
