@@ -6,8 +6,9 @@ and the leaderboard leave them out. From the runs' records it reports, per phase
 seconds (deploy and teardown from the hosts, the rest from the trials, plus time to alert and time to recover
 from the checks' own waits), the per-trial lifecycle excluding the agent (wall clock: its steps overlap) with and
 without the hosts' deploy and teardown spread over their trials, runs per hour at each K, and the peak memory of
-the environments (podman's cgroup figures, sampled every few seconds). The orchestrator's overhead against bare ``ansible-playbook`` of the
-same playbook is measured in the same invocation (`orchestrator.harness.bench.measure_overhead`).
+the environments (podman's cgroup figures, sampled every few seconds). The orchestrator's overhead against bare
+``ansible-playbook`` of the same playbook is measured in the same invocation
+(`orchestrator.harness.bench.measure_overhead`).
 """
 
 from __future__ import annotations
