@@ -306,6 +306,72 @@ def test_pages_and_api_through_frontend(stack: Stack) -> None:
     assert status == 200 and body["result"] == 1495.0
 
 
+BROWSER_PAGES = {"/": ("home", ("product-list", "product-card", "product-link", "product-price", "ads")),
+                 "/product/66VCHSJNUP": ("product", ("product-name", "product-price", "quantity", "add-to-cart",
+                                                     "add-status", "add-error", "recommendations", "recommendation")),
+                 "/cart": ("cart", ("cart-items", "cart-total", "checkout-link", "empty-cart", "cart-empty",
+                                    "cart-error")),
+                 "/checkout": ("checkout", ("checkout-form", "email", "street", "city", "state", "country", "zip",
+                                            "card-number", "place-order", "order-confirmation", "order-id",
+                                            "order-total", "checkout-error"))}
+
+
+def test_browser_pages_carry_their_scripts_testids_and_assets(stack: Stack) -> None:
+    """What a browser gets: each page in the cookie's currency, with app.js, its own script and every data-testid
+    of the contract; each asset it references answers 200, uncached."""
+    assets: set[str] = set()
+    for path, (page, ids) in BROWSER_PAGES.items():
+        status, html, ctype = http("GET", stack.url("frontend", path), headers={"Cookie": "shop_currency=EUR"})
+        assert status == 200 and ctype.startswith("text/html"), (path, html)
+        assert f'<body data-page="{page}" data-currency="EUR">' in html
+        assert '<script src="/static/app.js" defer></script>' in html
+        assert f'<script src="/static/{page}.js" defer></script>' in html
+        found = set(re.findall(r'data-testid="([^"]+)"', html))
+        assert {"home-link", "currency-select", "cart-link", "cart-count", *ids} <= found, (path, found)
+        assert '<option value="EUR" selected>EUR</option>' in html
+        assets |= set(re.findall(r'(?:src|href)="(/static/[^"]+)"', html))
+    assert {"/static/app.js", "/static/style.css", "/static/cart.js"} <= assets
+    for asset in sorted(assets):
+        with urllib.request.urlopen(stack.url("frontend", asset), timeout=5) as resp:
+            assert resp.status == 200 and resp.headers["Cache-Control"] == "no-store", asset
+            assert resp.read()
+    status, body, _ = http("GET", stack.url("frontend", "/static/..%2Fweb.py"))
+    assert status == 400 and "invalid static file name" in body["error"]
+    status, body, _ = http("GET", stack.url("frontend", "/static/nope.js"))
+    assert status == 404 and body["error"] == "no such static file: nope.js"
+
+
+def test_browser_traceparent_becomes_the_backend_trace(stack: Stack) -> None:
+    """tracedFetch() in app.js sends a traceparent: the backend's spans join the browser span's trace, and a page
+    names its own server span in <meta name="traceparent"> for the browser's documentLoad span."""
+    user = "browser-user"
+    add_to_cart(stack, user, "OLJCESPC7Z", 2)
+    trace_id, browser_span = secrets.token_hex(16), secrets.token_hex(8)
+    status, cart, _ = http("GET", stack.url("frontend", "/api/cart"),
+                           headers={"traceparent": f"00-{trace_id}-{browser_span}-01", "x-shop-user": user})
+    assert status == 200 and cart["items"] == [{"product_id": "OLJCESPC7Z", "quantity": 2}]
+
+    def spans(tid: str) -> list[dict[str, Any]]:
+        return [s for s in read_jsonl(stack.telemetry / "traces") if s["traceId"] == tid]
+
+    wait_for(lambda: {"frontend", "cart"} <= {s["resource"]["service.name"] for s in spans(trace_id)}, 5,
+             "the backend spans of the browser's trace")
+    trace = spans(trace_id)
+    root = next(s for s in trace if s["kind"] == "SERVER" and s["resource"]["service.name"] == "frontend")
+    assert root["name"] == "GET /api/cart" and root["parentSpanId"] == browser_span
+    client = next(s for s in trace if s["kind"] == "CLIENT" and s["parentSpanId"] == root["spanId"])
+    cart_server = next(s for s in trace if s["resource"]["service.name"] == "cart")
+    assert client["attributes"]["peer.service"] == "cart" and cart_server["parentSpanId"] == client["spanId"]
+    assert cart_server["attributes"]["url.path"] == f"/cart/{user}"
+
+    _, html, _ = http("GET", stack.url("frontend", "/?currency=EUR"))
+    m = re.search(r'<meta name="traceparent" content="00-([0-9a-f]{32})-([0-9a-f]{16})-01">', html)
+    assert m is not None
+    wait_for(lambda: any(s["spanId"] == m.group(2) for s in spans(m.group(1))), 5, "the home page's server span")
+    page_span = next(s for s in spans(m.group(1)) if s["spanId"] == m.group(2))
+    assert page_span["name"] == "GET /" and page_span["resource"]["service.name"] == "frontend"
+
+
 def test_checkout_journey_is_one_trace_across_services(stack: Stack) -> None:
     user = "trace-user"
     add_to_cart(stack, user, "OLJCESPC7Z", 2)
