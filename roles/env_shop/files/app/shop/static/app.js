@@ -19,7 +19,7 @@ function randomHex(bytes) {
 function readCookie(name) {
   for (const part of document.cookie.split(";")) {
     const [key, ...rest] = part.trim().split("=");
-    if (key === name) return decodeURIComponent(rest.join("="));
+    if (key === name) return rest.join("="); // our values (hex ids, currency codes) need no decoding
   }
   return "";
 }
