@@ -25,6 +25,9 @@ from .scope import Scope
 
 TOKEN_FILE = Path("secrets") / "agent_token"
 GATEWAY_DIR = "gateway"
+BROWSER_DIR = "browser"
+"""Browser captures: run_dir/browser/<capture>/ (roles/check_cuj writes them); the browser tools serve the latest
+one inside the run's visible window, so a trial on a shared environment never sees an earlier trial's."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,8 @@ def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id
             billing_postgres=_postgres_section(run_dir, environment.get("billing")),
             billing_table=str((environment.get("billing") or {}).get("table") or "billing"),
             cost=_cost_section(run_dir, environment.get("cost")),
+            changes_file=_inside(run_dir, environment.get("changes")),
+            browser_dir=(run_dir / BROWSER_DIR) if isinstance(environment.get("browser"), dict) else None,
         )
     return RunContext(
         run_dir=run_dir,

@@ -15,6 +15,8 @@ scope, tool handlers and the telemetry store's rules), and writes what the repla
   (`Scope.hidden_services`), so a TelemetryStore pointed at it answers as the live gateway did;
 * metrics/tsdb/: the TSDB of the evidence window without the machinery's series (the gateway's `visible_series`
   rule), rewritten by a private Prometheus;
+* changes.json: the change journal's entries up to the frozen now (within the visible window on a shared
+  environment); browser/: a copy of the browser capture the live gateway serves (the latest in the window);
 * manifest.json: the agent's manifest without token, URLs, endpoints, run handle, deadline or paths.
 
 It never opens the scenario's ground truth, the run's `state/` (saved fault state) or the spec's faults; families
@@ -233,6 +235,17 @@ def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, ra
         if services is not None:
             _write(out / fmt.SERVICES, services)
             families.append("services")
+        if ctx.evidence.changes_file is not None:
+            _write(out / fmt.CHANGES, [e for e in ctx.evidence.changes() if float(e["time"]) <= now
+                                       and (visible_since is None or float(e["time"]) >= visible_since)])
+            families.append("changes")
+        if ctx.evidence.browser_dir is not None:
+            # The capture the live gateway serves at this moment (the latest in the run's window); none: the
+            # family is still recorded, and the replay answers "nothing captured" as the live run would.
+            served = ctx.evidence.browser_capture(visible_since)
+            if served is not None:
+                shutil.copytree(served, out / fmt.BROWSER_DIR, symlinks=True)
+            families.append("browser")
         if "metrics" in wants and raw_tsdb is not None:
             with tempfile.TemporaryDirectory(prefix="opsbench-capture-") as work:
                 rewrite_without(raw_tsdb, out / fmt.TSDB_DIR, Path(work) / "prometheus", machinery_matchers(),

@@ -11,6 +11,9 @@ A snapshot is a directory recorded at handover of one live run (see docs/snapsho
       metrics/tsdb/<block>/...      a Prometheus TSDB snapshot (admin API), machinery series deleted
       telemetry/logs/*.jsonl        log records of the window, machinery left out (TelemetryStore layout)
       telemetry/traces/*.jsonl      spans of the window, machinery left out
+      changes.json                  the change journal's entries of the window (deploys, releases, flag switches)
+      browser/                      the browser capture served at handover (orchestrator.cuj's layout: cuj.json,
+                                    per journey its report, screenshots, console, network, DOM, storage, spans)
 
 Every file is listed in `snapshot.json` with its sha256 and size; `verify` refuses a snapshot whose files differ
 from the list in any way (changed, missing, or an unlisted extra file: nothing unverified is ever served).
@@ -48,7 +51,9 @@ TOPOLOGY = "topology.json"
 SERVICES = "services.json"
 TSDB_DIR = "metrics/tsdb"
 TELEMETRY_DIR = "telemetry"
-FAMILIES = ("alerts", "metrics", "logs", "traces", "topology", "services")
+CHANGES = "changes.json"
+BROWSER_DIR = "browser"
+FAMILIES = ("alerts", "metrics", "logs", "traces", "topology", "services", "changes", "browser")
 """Evidence families a snapshot can hold. `services` is the recorded answers of list_services/describe_service."""
 
 _HASH_CHUNK = 1 << 20

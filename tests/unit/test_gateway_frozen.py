@@ -105,8 +105,8 @@ def test_tools_that_act_are_absent_and_refused(replay: Replay) -> None:
     assert set(acting) == {"restart", "scale", "set_env", "rollback", "toggle_flag", "set_autoscaler_policy",
                            "set_budget"}
     assert not set(acting) & set(names)
-    assert names == ["get_alerts", "query_metrics", "search_logs", "get_traces", "get_topology", "list_services",
-                     "describe_service"]
+    assert names == ["get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces", "get_topology",
+                     "list_services", "describe_service"]
     refused = gw.call("restart", {"service": "cart"})
     assert refused.error is not None and refused.error.code == "denied"
     assert "frozen incident" in refused.error.message

@@ -59,7 +59,7 @@ def test_mcp_tools_share_dispatch_with_rest(served: Served, mode: str) -> None:
     assert out["version"] == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]
 
     names = [t.name for t in out["tools"]]
-    assert names == ["get_alerts", "query_metrics", "search_logs", "get_traces", "get_topology"]
+    assert names == ["get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces", "get_topology"]
     logs = next(t for t in out["tools"] if t.name == "search_logs")
     assert logs.input_schema["properties"]["limit"]["maximum"] == 1000
 
@@ -95,7 +95,7 @@ def test_the_synchronous_mcp_client_pages_and_raises_on_refusals(served: Served)
     from orchestrator.agents.mcp_client import MCPGatewayClient
 
     with MCPGatewayClient(f"{served.url}/mcp", TOKEN) as call:
-        assert call.tools == ["get_alerts", "query_metrics", "search_logs", "get_traces", "get_topology"]
+        assert call.tools == ["get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces", "get_topology"]
         first = call("get_alerts", limit=2)
         assert first["total"] == 3 and call.next_page
         rest = call("get_alerts", limit=2, page=call.next_page)

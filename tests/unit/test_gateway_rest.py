@@ -70,7 +70,7 @@ def test_list_tools_of_the_profile(run_dir: Path) -> None:
     assert body["profile"] == "observe-only"
     assert body["budget"] == {"max_calls": 50, "calls": 0, "deadline": None}
     names = [t["name"] for t in body["tools"]]
-    assert names == ["get_alerts", "query_metrics", "search_logs", "get_traces", "get_topology"]
+    assert names == ["get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces", "get_topology"]
     logs = next(t for t in body["tools"] if t["name"] == "search_logs")
     assert logs["family"] == "logs" and logs["category"] == "observe"
     assert logs["input_schema"]["properties"]["severity"]["anyOf"][0]["enum"][0] == "TRACE"
@@ -135,7 +135,7 @@ def test_openapi_is_generated_from_the_tools(run_dir: Path) -> None:
         doc = c.get("/openapi.json", headers=AUTH).json()
     operations = {path: ops["post"] for path, ops in doc["paths"].items() if "post" in ops}
     # This run publishes no billing data and no cost section, so the billing and cost tools are not offered either.
-    expected = {f"/v1/tools/{t.name}" for t in TOOLS if t.family not in ("traces", "billing", "cost")}
+    expected = {f"/v1/tools/{t.name}" for t in TOOLS if t.family not in ("traces", "billing", "cost", "changes", "browser")}
     assert set(operations) == expected
     metrics = operations["/v1/tools/query_metrics"]
     schema = metrics["requestBody"]["content"]["application/json"]["schema"]

@@ -309,11 +309,12 @@ def test_profiles() -> None:
     names = {p: {t.name for t in profile_tools(p)} for p in PROFILES}
     assert names["full"] == {t.name for t in TOOLS}
     assert "get_traces" not in names["no-traces"] and "restart" in names["no-traces"]
-    assert names["metrics-only"] == {"get_alerts", "query_metrics", "get_topology"}
+    assert names["metrics-only"] == {"get_alerts", "query_metrics", "get_error_rate", "get_topology"}
     # The billing tools and the cost tools' readers are read-only observations too; the gateway offers them only
     # where billing data or a cost section exists.
-    assert names["observe-only"] == {"get_alerts", "query_metrics", "search_logs", "get_traces", "get_topology",
-                                     "query_sql", "describe_billing_schema", "get_autoscaler_policy", "get_budgets"}
+    assert names["observe-only"] == {"get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces",
+                                     "get_topology", "get_recent_changes", "query_sql", "describe_billing_schema",
+                                     "get_autoscaler_policy", "get_budgets"}
     with pytest.raises(ValueError, match="unknown tool profile"):
         profile_tools("everything")
 

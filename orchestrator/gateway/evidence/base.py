@@ -15,6 +15,7 @@ listing in the first place.
 
 from __future__ import annotations
 
+import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -46,6 +47,44 @@ class ToolKind(Protocol):
     def acts(self) -> bool: ...
 
 
+def read_changes(path: Path) -> list[dict[str, Any]]:
+    """A change journal's entries; a missing journal has none, a malformed line is skipped (a writer may be
+    appending it right now)."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ToolError("backend_error", f"cannot read the change journal: {exc}") from None
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("time"), int | float) and entry.get("id"):
+            out.append(entry)
+    return sorted(out, key=lambda e: (float(e["time"]), str(e["id"])))
+
+
+def latest_capture(root: Path, since: float | None) -> Path | None:
+    """The capture under `root` (one directory per capture, each with a cuj.json) that started last, at or after
+    `since`; a capture still being written (no cuj.json yet) is not one."""
+    best: tuple[float, str] | None = None
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return None
+    for child in children:
+        try:
+            started = float(json.loads((child / "cuj.json").read_text()).get("started") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        if (since is None or started >= since) and (best is None or (started, child.name) > best):
+            best = (started, child.name)
+    return root / best[1] if best else None
+
+
 class EvidenceSource(ABC):
     """The world one run's gateway reads (see the module docstring). Thread-safe: the gateway serves calls
     concurrently, and the source opens its stores once."""
@@ -59,6 +98,10 @@ class EvidenceSource(ABC):
     billing_file: Path | None = None
     billing_postgres: dict[str, Any] | None = None
     billing_table: str = "billing"
+    changes_file: Path | None = None
+    """The environment's change journal (JSON lines: deploys, releases, flag switches), None when it keeps none."""
+    browser_dir: Path | None = None
+    """Where this run's browser captures are (orchestrator.cuj's capture layout), None when it has none."""
 
     def __init__(self) -> None:
         self._store: TelemetryStore | None = None
@@ -125,6 +168,19 @@ class EvidenceSource(ABC):
     def billing(self) -> Any:
         """The read-only billing database (orchestrator.finops.sql.BillingDatabase or its PostgreSQL twin)."""
         raise ToolError("not_supported", "this environment publishes no billing data")
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The change journal's entries (id, time, service, kind, summary, source, details), oldest first."""
+        if self.changes_file is None:
+            raise ToolError("not_supported", "this environment keeps no change journal")
+        return read_changes(self.changes_file)
+
+    def browser_capture(self, since: float | None = None) -> Path | None:
+        """The browser capture the tools serve: the latest under `browser_dir` that started at or after `since`
+        (a capture directory holds cuj.json, orchestrator.cuj's index); None when there is none."""
+        if self.browser_dir is None:
+            raise ToolError("not_supported", "this environment has no pages a browser uses")
+        return latest_capture(self.browser_dir, since)
 
     def require_control(self) -> ControlBackend:
         """The control backend, or `not_supported` when this source cannot act."""

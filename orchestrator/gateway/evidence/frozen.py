@@ -27,8 +27,10 @@ ALERTS = "alerts.json"
 TOPOLOGY = "topology.json"
 SERVICES = "services.json"
 # Snapshot families (orchestrator.snapshots.format.FAMILIES) that serve each tool family.
+CHANGES = "changes.json"
+BROWSER = "browser"
 SERVING: dict[str, str] = {"alerts": "alerts", "metrics": "metrics", "logs": "logs", "traces": "traces",
-                           "topology": "topology", "control": "services"}
+                           "topology": "topology", "control": "services", "changes": "changes", "browser": "browser"}
 
 
 @dataclass(eq=False)
@@ -79,6 +81,18 @@ class FrozenEvidence(EvidenceSource):
         if not isinstance(alerts, list):
             raise ToolError("backend_error", f"snapshot {self.snapshot_id}: {ALERTS} is not a list")
         return [dict(a) for a in alerts]
+
+    def changes(self) -> list[dict[str, Any]]:
+        entries = self._document(CHANGES, "changes")
+        if not isinstance(entries, list):
+            raise ToolError("backend_error", f"snapshot {self.snapshot_id}: {CHANGES} is not a list")
+        return [dict(e) for e in entries]
+
+    def browser_capture(self, since: float | None = None) -> Path | None:
+        if "browser" not in self.families:
+            raise ToolError("not_supported", f"snapshot {self.snapshot_id} holds no browser evidence")
+        capture = self.directory / BROWSER
+        return capture if (capture / "cuj.json").is_file() else None
 
     def prometheus_url(self) -> str:
         if "metrics" not in self.families or not self.prometheus_base:

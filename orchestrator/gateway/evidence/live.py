@@ -35,6 +35,10 @@ class LiveEvidence(EvidenceSource):
     cost: dict[str, Any] | None = None
     """The cost-incident environment's `cost` section (policy, status and budget files inside the run dir; prices
     and requests), when the environment publishes one (roles/env_shop_finops)."""
+    changes_file: Path | None = None
+    """The environment's change journal (environment.json `changes`), inside the run directory."""
+    browser_dir: Path | None = None
+    """The run's browser captures (run_dir/browser), when the environment has pages a browser uses."""
     mode: ClassVar[Mode] = "live"
     _billing: Any = field(default=None, init=False, repr=False)
 
@@ -55,6 +59,10 @@ class LiveEvidence(EvidenceSource):
         families = self.environment.get("tool_families")
         if isinstance(families, list):
             return tool.family in {str(f) for f in families}
+        if tool.family == "changes":
+            return self.changes_file is not None
+        if tool.family == "browser":
+            return self.browser_dir is not None
         if tool.family == "cost":
             return self.cost is not None
         return tool.family != "billing" or self.billing_file is not None or self.billing_postgres is not None

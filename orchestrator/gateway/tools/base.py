@@ -22,7 +22,7 @@ from ..errors import invalid
 from ..times import parse_time, to_ns
 
 Category = Literal["observe", "control"]
-Family = Literal["alerts", "metrics", "logs", "traces", "topology", "control", "billing", "cost"]
+Family = Literal["alerts", "metrics", "logs", "traces", "topology", "control", "billing", "cost", "changes", "browser"]
 
 
 @dataclass(frozen=True)

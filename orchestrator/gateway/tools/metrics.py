@@ -112,10 +112,54 @@ def _reach_within_window(ctx: RunContext, query: str, start: float, end: float) 
     return earliest
 
 
+class GetErrorRateArgs(Args):
+    service: str | None = Field(None, description="Only this service (default: every service that served requests).")
+    window: str | float = Field("1m", description=f"The rate window ({DURATION_HELP}).")
+    time: TimeArg | None = Field(None, description=f"At this time (default now). {TIME_HELP}.")
+
+
+ERROR_RATE_QUERIES = {
+    "requests_per_s": "sum by (service) (rate(http_server_requests_total[{w}]))",
+    "errors_per_s": 'sum by (service) (rate(http_server_requests_total{{code=~"5.."}}[{w}]))',
+    "client_errors_per_s": 'sum by (service) (rate(http_server_requests_total{{code=~"4.."}}[{w}]))',
+}
+
+
+def get_error_rate(ctx: RunContext, args: GetErrorRateArgs) -> ToolResult:
+    """Per service: requests, server errors (5xx) and client errors (4xx) per second, and the 5xx share."""
+    ctx.evidence.prometheus_url()
+    service = ctx.scope.service("service", args.service) if args.service is not None else None
+    seconds = parse_duration("window", args.window)
+    window = f"{max(round(seconds), 1)}s"
+    at = _not_before_window(ctx, "time", parse_time("time", args.time, ctx.now()) if args.time is not None
+                            else ctx.now())
+    _reach_within_window(ctx, ERROR_RATE_QUERIES["requests_per_s"].format(w=window), at, at)
+    rows: dict[str, dict[str, Any]] = {}
+    for key, template in ERROR_RATE_QUERIES.items():
+        answer = ctx.evidence.prometheus("/api/v1/query", {"query": template.format(w=window), "time": f"{at:.3f}"})
+        for sample in ((answer.get("data") or {}).get("result") or []) if isinstance(answer, dict) else []:
+            name = str((sample.get("metric") or {}).get("service") or "")
+            if name in ctx.scope.services and (service is None or name == service):
+                row = rows.setdefault(name, {"service": name, "evidence_id": f"errors:{name}"})
+                row[key] = round(float(sample["value"][1]), 4)
+    items = []
+    for row in rows.values():
+        total = row.setdefault("requests_per_s", 0.0)
+        row.setdefault("errors_per_s", 0.0)
+        row.setdefault("client_errors_per_s", 0.0)
+        row["error_ratio"] = round(row["errors_per_s"] / total, 4) if total > 0 else None
+        items.append(row)
+    items.sort(key=lambda r: (-(r["error_ratio"] or 0.0), r["service"]))
+    return ToolResult({"time": round(at, 3), "window": window, "services": items})
+
+
 TOOLS: tuple[Tool[Any], ...] = (
     Tool("query_metrics", "Run a PromQL query against the run's Prometheus: an instant query (optionally at "
          "`time`) or a range query (`start`, optional `end` and `step`). Series are paged. Metrics carry "
          "`service` and `instance_id` labels; see e.g. http_server_requests_total, "
          "http_server_request_duration_seconds_bucket, process_resident_memory_bytes, container_running.",
          QueryMetricsArgs, "observe", "metrics", query_metrics),
+    Tool("get_error_rate", "Per service, over a window (default 1m): requests per second, server errors (5xx) and "
+         "client errors (4xx) per second, and the share of 5xx (error_ratio); worst first. Each row's evidence_id "
+         "(errors:<service>) can be cited.", GetErrorRateArgs, "observe", "metrics", get_error_rate),
 )

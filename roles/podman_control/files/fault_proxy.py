@@ -11,12 +11,19 @@ Modes (the shop speaks HTTP/1.1 with one request per connection, so a connection
   delay   wait delay-ms (+/- jitter-ms) before forwarding each request
   abort   answer probability p of requests itself with --status (default 503), never forwarding
   tamper  forward, then corrupt the response body of probability p of requests (same length)
+  edge    on requests whose path matches --path-re (and --method, when given) only, one --action:
+          status (answer --status itself), delay (wait delay-ms, then forward), mutate (replace --find by
+          --replace in the response body), truncate (send the first --keep-bytes of the body under the
+          original Content-Length, then close), drop-header (remove response header --header);
+          every other request passes untouched
 Stdlib only; runs in any image with python3. Stops on SIGTERM.
 """
 
 import argparse
 import asyncio
+import json
 import random
+import re
 import signal
 import sys
 
@@ -44,6 +51,44 @@ def tamper(response, rng):
     return head + sep + b"<" + garbled[1:]
 
 
+REASONS = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
+           500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+
+def selected(request, args):
+    """Whether an edge rule applies to this request (path without the query, optional method)."""
+    line = request.split(b"\r\n", 1)[0].decode("latin-1")
+    method, _, rest = line.partition(" ")
+    path = rest.rsplit(" ", 1)[0].split("?", 1)[0]
+    return bool(re.search(args.path_re, path)) and (not args.method or method.upper() == args.method.upper())
+
+
+def edge_answer(status):
+    """The answer of the `status` action: a JSON error of that status."""
+    reason = REASONS.get(status, "Error")
+    body = (json.dumps({"error": reason}) + "\n").encode()
+    return (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+            % (status, reason.encode(), len(body), body))
+
+
+def rewrite(response, args):
+    """The edge actions on a forwarded response: mutate, truncate or drop-header."""
+    head, sep, body = response.partition(b"\r\n\r\n")
+    if not sep:
+        return response
+    lines = head.split(b"\r\n")
+    if args.action == "mutate":
+        body = body.replace(args.find.encode(), args.replace.encode())
+        lines = [ln for ln in lines if not ln.lower().startswith(b"content-length:")]
+        lines.append(b"Content-Length: %d" % len(body))
+    elif args.action == "truncate":
+        body = body[:args.keep_bytes]  # the header still announces the whole body: the client sees it cut
+    elif args.action == "drop-header":
+        name = args.header.lower().encode() + b":"
+        lines = [lines[0]] + [ln for ln in lines[1:] if not ln.lower().startswith(name)]
+    return b"\r\n".join(lines) + sep + body
+
+
 async def handle(reader, writer, upstream, args, rng):
     try:
         try:
@@ -56,6 +101,13 @@ async def handle(reader, writer, upstream, args, rng):
                          b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (args.status, len(body), body))
             await writer.drain()
             return
+        edge = args.mode == "edge" and selected(request, args)
+        if edge and args.action == "status":
+            writer.write(edge_answer(args.status))
+            await writer.drain()
+            return
+        if edge and args.action == "delay":
+            await asyncio.sleep(args.delay_ms / 1000)
         if args.mode == "delay":
             jitter = rng.uniform(-args.jitter_ms, args.jitter_ms)
             await asyncio.sleep(max(0.0, args.delay_ms + jitter) / 1000)
@@ -72,6 +124,8 @@ async def handle(reader, writer, upstream, args, rng):
             up_writer.close()
         if args.mode == "tamper" and rng.random() < args.probability:
             response = tamper(response, rng)
+        if edge and args.action in ("mutate", "truncate", "drop-header"):
+            response = rewrite(response, args)
         writer.write(response)
         await writer.drain()
     except (TimeoutError, ConnectionError):
@@ -83,7 +137,14 @@ async def handle(reader, writer, upstream, args, rng):
 async def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--map", action="append", required=True, help="LISTENPORT=HOST:PORT")
-    parser.add_argument("--mode", choices=["delay", "abort", "tamper"], required=True)
+    parser.add_argument("--mode", choices=["delay", "abort", "tamper", "edge"], required=True)
+    parser.add_argument("--path-re", default="^/")
+    parser.add_argument("--method", default="")
+    parser.add_argument("--action", choices=["status", "delay", "mutate", "truncate", "drop-header"], default="status")
+    parser.add_argument("--find", default="")
+    parser.add_argument("--replace", default="")
+    parser.add_argument("--keep-bytes", type=int, default=0)
+    parser.add_argument("--header", default="")
     parser.add_argument("--delay-ms", type=float, default=0)
     parser.add_argument("--jitter-ms", type=float, default=0)
     parser.add_argument("--probability", type=float, default=1.0)

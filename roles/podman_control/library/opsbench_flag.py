@@ -31,6 +31,11 @@ options:
   saved:
     description: The entry to restore (C(state=restored)).
     type: dict
+  journal:
+    description: >-
+      The environment's change journal; when the flag changes, an entry (service C(flags), kind C(flag))
+      records it as the feature-flag console would.
+    type: path
 """
 
 import json
@@ -38,6 +43,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.opsbench_changes import append_change
 
 
 def main():
@@ -48,6 +54,7 @@ def main():
             "state": {"type": "str", "default": "on", "choices": ["on", "restored"]},
             "value": {"type": "raw"},
             "saved": {"type": "dict"},
+            "journal": {"type": "path"},
         },
         required_if=[("state", "restored", ["saved"])],
     )
@@ -78,6 +85,12 @@ def main():
             json.dump(doc, fh, indent=2, sort_keys=True)
         os.chmod(tmp, 0o644)
         os.replace(tmp, p["path"])
+        if p["journal"]:
+            variant = entry.get("defaultVariant") if isinstance(entry, dict) else None
+            value = (entry.get("variants") or {}).get(variant) if isinstance(entry, dict) else None
+            append_change(p["journal"], "flags", "flag", f"feature flag {p['name']}: default variant {variant!r} "
+                          f"(value {json.dumps(value)})", key=p["name"], source="feature-flag console",
+                          details={"flag": p["name"], "variant": variant, "value": value})
     module.exit_json(changed=changed, previous=previous, current=entry)
 
 

@@ -21,8 +21,15 @@ options:
   flags_file:
     description: The live feature-flags file, compared with run_dir/env/flags.deployed.json.
     type: path
+  static_dir:
+    description: Files a service serves as deployed (the shop's browser assets), compared with C(static_source).
+    type: path
+  static_source:
+    description: Where C(static_dir) was deployed from.
+    type: path
 """
 
+import filecmp
 import json
 import os
 import subprocess
@@ -75,9 +82,25 @@ def container_leftovers(prefix, cid, c):
     return out
 
 
+def static_leftovers(live, source):
+    """Files of `live` that differ from, are missing in, or were added to the deployed `source` (top level only: the
+    assets are one flat directory)."""
+    def names(d):
+        return {n for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))} if os.path.isdir(d) else set()
+
+    have, want = names(live), names(source)
+    out = [f"asset {n} missing from {live}" for n in sorted(want - have)]
+    out += [f"asset {n} in {live} was not deployed" for n in sorted(have - want)]
+    out += [f"asset {n} differs from its deployed version" for n in sorted(want & have)
+            if not filecmp.cmp(os.path.join(live, n), os.path.join(source, n), shallow=False)]
+    return out
+
+
 def main():
     module = AnsibleModule(
-        argument_spec={"run_dir": {"type": "path", "required": True}, "flags_file": {"type": "path"}},
+        argument_spec={"run_dir": {"type": "path", "required": True}, "flags_file": {"type": "path"},
+                       "static_dir": {"type": "path"}, "static_source": {"type": "path"}},
+        required_together=[("static_dir", "static_source")],
         supports_check_mode=True,
     )
     p = module.params
@@ -112,6 +135,8 @@ def main():
             have = json.load(fh).get("flags", {})
         out += [f"feature flag {k} differs from its deployed value" for k in sorted(set(want) | set(have))
                 if want.get(k) != have.get(k)]
+    if p["static_dir"]:
+        out += static_leftovers(p["static_dir"], p["static_source"])
     module.exit_json(changed=False, leftovers=out)
 
 
