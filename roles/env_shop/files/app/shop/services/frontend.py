@@ -102,7 +102,7 @@ def serve_static(directory: Path, name: str) -> Response:
     path = directory / name
     if ctype is None or not path.is_file():
         raise HTTPError(404, f"no such static file: {name}")
-    return Response(200, path.read_bytes(), ctype, {"Cache-Control": "no-store"})
+    return Response(200, path.read_bytes(), ctype, {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 
 
 def build(app: App, env: Mapping[str, str]) -> None:
