@@ -226,7 +226,7 @@ def test_cart_and_checkout_shells(front: App, upstreams: Upstreams) -> None:
 def test_static_assets_are_served_uncached(front: App, name: str, ctype: str) -> None:
     resp = get(front, f"/static/{name}")
     assert resp.status == 200 and resp.content_type == ctype
-    assert resp.headers == {"Cache-Control": "no-store"}
+    assert resp.headers == {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     assert resp.body == (STATIC / name).read_bytes()
 
 
