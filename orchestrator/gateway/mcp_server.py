@@ -26,6 +26,20 @@ from .dispatch import Gateway
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def _image_of(body: dict[str, Any]) -> types.ImageContent | None:
+    """An answer whose result is an image (`mime_type` image/*, base64 `data`) as MCP image content; the body keeps
+    everything but the data (so the model gets the picture once)."""
+    result = body.get("result") if body.get("ok") else None
+    if not isinstance(result, dict) or not str(result.get("mime_type", "")).startswith("image/"):
+        return None
+    result = dict(result)
+    data = result.pop("data", None)
+    if not isinstance(data, str):
+        return None
+    body["result"] = result
+    return types.ImageContent(data=data, mime_type=str(result["mime_type"]))
+
+
 def build_server(gateway: Gateway) -> Server[Any]:
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[
@@ -34,9 +48,15 @@ def build_server(gateway: Gateway) -> Server[Any]:
 
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         outcome = await anyio.to_thread.run_sync(gateway.call, params.name, params.arguments, "mcp")
-        text = json.dumps(outcome.body(), default=str)
-        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=json.loads(text),
-                                    is_error=not outcome.ok)
+        body = outcome.body()
+        image = _image_of(body)
+        text = json.dumps(body, default=str)
+        if image is None:
+            return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=json.loads(text),
+                                        is_error=not outcome.ok)
+        # An image answer (view_screenshot): the picture as MCP image content, its description beside it as text.
+        return types.CallToolResult(content=[image, types.TextContent(text=text)], structured_content=json.loads(text),
+                                    is_error=False)
 
     return Server(
         "opsbench-gateway",
