@@ -107,7 +107,14 @@ def summary(exc: BaseException) -> str:
     return re.sub(r"^[A-Za-z]+\.[A-Za-z_]+: ", "", first)
 
 
+class Said(str):
+    """An actual that is a description ("no element matches ..."), not a value the page showed: the report's
+    message gives it as is, where a value is quoted."""
+
+
 def _quote(value: Any) -> str:
+    if isinstance(value, Said):
+        return str(value)
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
 
 
@@ -393,7 +400,7 @@ class JourneyRun:
                 raise StepFailed(what, f"to {verb} {main} within {seconds:g} s", self.why_not(main, e)) from None
             self.stop_loading()
             raise StepFailed(f"{what} loads a page", f"a page load within {seconds:g} s",
-                             f"no page loaded; the URL stayed {self.rel(before)}") from None
+                             Said(f"no page loaded; the URL stayed {self.rel(before)}")) from None
 
     def stop_loading(self) -> None:
         """Abandon a navigation that timed out: while one is pending, reading the page (DOM, storage, spans)
@@ -408,8 +415,8 @@ class JourneyRun:
         except Exception:
             return summary(exc)
         if count == 0:
-            return f"no element matches {selector}"
-        return f"{count} element(s) match, but: {summary(exc)}"
+            return Said(f"no element matches {selector}")
+        return Said(f"{count} element(s) match, but: {summary(exc)}")
 
     def js_source(self, expression: str) -> str:
         return f"(vars) => {{ {HELPERS}\nreturn ({expression}); }}"
@@ -436,7 +443,7 @@ class JourneyRun:
             except StepError:
                 raise
             except Exception as e:  # e.g. null.href while the page renders
-                last = f"the expression threw: {summary(e)}"
+                last = Said(f"the expression threw: {summary(e)}")
             if time.monotonic() >= deadline:
                 raise StepFailed(what, "a value", "NaN" if isinstance(last, float) else last)
             self.page.wait_for_timeout(POLL_S * 1000)
@@ -458,14 +465,14 @@ class JourneyRun:
             except Exception as e:
                 if not any(t in str(e) for t in TRANSIENT) and kind != "js":
                     raise
-                ok, actual = False, f"the page could not be read: {summary(e)}"
+                ok, actual = False, Said(f"the page could not be read: {summary(e)}")
             if ok:
                 return
             stop = check.get("stop_if")
             shown = self.observe("stop", stop)["values"] if stop else []
             if shown:
                 raise StepFailed(describe_check(check), expected_of(check, equals),
-                                 f"{_quote(actual)}; the page shows {stop}: {_quote(shown[0])}")
+                                 Said(f"{_quote(actual)}, while the page shows {stop}: {_quote(shown[0])}"))
             if time.monotonic() >= deadline:
                 raise StepFailed(describe_check(check), expected_of(check, equals), actual)
             self.page.wait_for_timeout(POLL_S * 1000)
@@ -491,7 +498,7 @@ class JourneyRun:
             except StepError:
                 raise
             except Exception as e:
-                return False, f"the expression threw: {summary(e)}", None
+                return False, Said(f"the expression threw: {summary(e)}"), None
             if ok:
                 return True, None, None
             if check.get("actual"):
@@ -507,16 +514,17 @@ class JourneyRun:
         if kind == "count_at_least":
             return count >= int(check["n"]), count, None
         if count == 0:
-            return False, f"no element matches {sel}", None
+            return False, Said(f"no element matches {sel}"), None
         if kind == "visible":
-            return bool(values and values[0]), f"the first of {count} matching element(s) is hidden", None
+            return bool(values and values[0]), Said(f"the first of {count} matching element(s) is hidden"), None
         if kind in ("text", "value", "attribute"):
             pattern = str(check["matches"])
             for i, v in enumerate(values):
                 if v is None or not re.search(pattern, str(v)):
-                    shown = "no such attribute" if v is None and kind == "attribute" else v
-                    return False, (f"element {i + 1} of {count}: {_quote(shown)}" if check.get("all") and count > 1
-                                   else shown), None
+                    shown: Any = Said("no such attribute") if v is None and kind == "attribute" else v
+                    if check.get("all") and count > 1:
+                        shown = Said(f"element {i + 1} of {count}: {_quote(shown)}")
+                    return False, shown, None
             return True, values[0], None
         # number
         raw = values[0] if values else None
@@ -526,11 +534,12 @@ class JourneyRun:
             equals = parse_number(self.evaluate(str(check["equals"])))
             if equals is None:
                 raise StepFailed(describe_check(check), expected_of(check),
-                                 f"the expected value {check['equals']} is not a number (remembered: {self.vars})")
+                                 Said(f"the expected value {check['equals']} is not a number "
+                                      f"(remembered: {self.vars})"))
         elif "equals" in check:
             equals = float(check["equals"])
         if n is None:
-            return False, f"no number in {_quote(raw)}", equals
+            return False, Said(f"no number in {_quote(raw)}"), equals
         ok = ((equals is None or abs(n - equals) <= float(check.get("tolerance", 0.01)) + 1e-9)
               and ("above" not in check or n > check["above"])
               and ("min" not in check or n >= check["min"])
@@ -555,7 +564,7 @@ class JourneyRun:
         if bad:
             more = f"; and {len(lines) - 3} more" if len(lines) > 3 else ""
             raise StepFailed(describe_check(check), expected_of(check),
-                             f"{len(bad)} {noun}: " + "; ".join(lines[:3]) + more)
+                             Said(f"{len(bad)} {noun}: " + "; ".join(lines[:3]) + more))
 
     # -- captures -------------------------------------------------------------------------------------------------
     def capture_step(self, i: int, step: Step) -> None:

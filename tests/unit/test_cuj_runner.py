@@ -219,7 +219,7 @@ def test_failing_assertions_read_as_sentences(result: RunResult) -> None:
 
     stop = cap.report("fixture-stop")
     assert stop["duration_s"] < 6  # did not wait out its 8 s
-    assert stop["steps"][0]["actual"] == f'""; the page shows {tid("error")}: "Error 500: boom"'
+    assert stop["steps"][0]["actual"] == f'"", while the page shows {tid("error")}: "Error 500: boom"'
 
 
 def test_console_errors_are_evidence_and_an_assertion_where_asked(result: RunResult) -> None:
