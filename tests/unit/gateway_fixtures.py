@@ -53,6 +53,13 @@ ALERTS = [
 ]
 
 
+ERROR_RATES: dict[str, dict[str, float]] = {
+    "": {"frontend": 4.0, "cart": 2.0, "checkout": 0.5, "loadgen": 9.0},
+    "5": {"frontend": 1.0, "cart": 2.0},
+    "4": {"checkout": 0.25},
+}
+"""Requests per second by service for get_error_rate: all (""), 5xx ("5") and 4xx ("4")."""
+
 LABEL_VALUES = {
     "__name__": ["up", "prometheus_http_requests_total", "shop_requests_total", "container_pids"],
     "service": ["cart", "frontend", "loadgen", "redis-exporter"],
@@ -103,6 +110,12 @@ class FakeObservability:
             if "rejected_by_prometheus" in query.get("query", ""):
                 return 400, {"status": "error", "errorType": "bad_data",
                              "error": 'parse error: unexpected "(" in aggregation'}
+            if path == "/api/v1/query" and "sum by (service) (rate(http_server_requests_total" in query["query"]:
+                # get_error_rate's three queries: requests, 5xx and 4xx per second by service (loadgen: machinery)
+                code = "5" if 'code=~"5' in query["query"] else "4" if 'code=~"4' in query["query"] else ""
+                rates = ERROR_RATES[code]
+                return 200, {"status": "success", "data": {"resultType": "vector", "result": [
+                    {"metric": {"service": svc}, "value": [float(query["time"]), str(v)]} for svc, v in rates.items()]}}
             if path == "/api/v1/query":
                 result = [{"metric": {"service": f"svc{i:02d}"}, "value": [float(query["time"]), str(i)]}
                           for i in range(self.series)]
