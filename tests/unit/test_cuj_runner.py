@@ -372,6 +372,31 @@ def closed_port() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
+def test_cli_runs_journeys_from_a_file(site: str, tmp_path: Path) -> None:
+    journeys = tmp_path / "journeys.json"
+    journeys.write_text(json.dumps([
+        {"name": "home", "steps": [{"name": "open", "do": [{"goto": "/index.html"}],
+                                    "expect": [{"visible": tid("title")}]}]},
+        {"name": "dead", "steps": [{"name": "press", "do": [{"goto": "/dead-button.html"}, {"click": tid("dead")}],
+                                    "expect": [{"text": tid("result"), "matches": "Done", "timeout": 0.5}]}]},
+    ]))
+    out = tmp_path / "cap"
+    proc = _cli("run", "--base-url", site, "--out", str(out), "--journeys-file", str(journeys), "--json")
+    assert proc.returncode == 1, proc.stderr  # a journey failed
+    index = json.loads(proc.stdout)
+    assert [(j["name"], j["status"]) for j in index["journeys"]] == [("home", "passed"), ("dead", "failed")]
+    assert "[cuj] home 1/1 open: passed" in proc.stderr and "[cuj] dead 1/1 press: failed" in proc.stderr
+    assert f"the text of {tid('result')} matches /Done/: expected text matching /Done/, actual \"\"" in proc.stderr
+    # the same directory again: the previous capture is replaced
+    proc = _cli("run", "--base-url", site, "--out", str(out), "--journeys-file", str(journeys), "--journey", "home")
+    assert proc.returncode == 0, proc.stderr
+    assert load_capture(out).journeys() == ["home"] and not (out / "dead").exists()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    proc = _cli("run", "--base-url", site, "--out", str(tmp_path / "other"), "--journeys-file", str(journeys))
+    assert proc.returncode == 2 and "is not empty and holds no previous CUJ capture" in proc.stderr
+
+
 def test_overall_timeout_kills_everything_and_says_where(site: str, tmp_path: Path) -> None:
     journeys = [
         {"name": "quick", "steps": [{"name": "open", "do": [{"goto": "/dead-button.html"}]}]},

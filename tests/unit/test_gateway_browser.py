@@ -16,7 +16,8 @@ from orchestrator.gateway import Gateway
 from orchestrator.gateway.evidence.frozen import FrozenEvidence
 from orchestrator.gateway.mcp_server import _image_of
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+                       "RU5ErkJggg==")
 BASE = "http://127.0.0.1:30280"
 
 

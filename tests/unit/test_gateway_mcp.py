@@ -95,7 +95,8 @@ def test_the_synchronous_mcp_client_pages_and_raises_on_refusals(served: Served)
     from orchestrator.agents.mcp_client import MCPGatewayClient
 
     with MCPGatewayClient(f"{served.url}/mcp", TOKEN) as call:
-        assert call.tools == ["get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces", "get_topology"]
+        assert call.tools == ["get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces",
+                              "get_topology"]
         first = call("get_alerts", limit=2)
         assert first["total"] == 3 and call.next_page
         rest = call("get_alerts", limit=2, page=call.next_page)
