@@ -4,7 +4,7 @@ Layout under the output directory (every JSON file UTF-8, written atomically)::
 
     cuj.json                      index: version, base_url, started, finished, duration_s, chromium_version,
                                   journeys [{name, status, failed_step, duration_s, message}], timed_out_at
-    runner.log                    the browser worker's stderr (Chromium's own messages)
+    runner.log                    the browser worker's stderr (Chromium's own messages), when it wrote any
     <journey>/report.json         {journey, description, status, failed_step, message, started, duration_s, vars,
                                   steps: [{index, name, status, assertion, expected, actual, error, message, url,
                                   started, duration_ms, screenshot, dom, evidence_id}]}

@@ -317,6 +317,9 @@ def run(base_url: str, out: str | Path, journeys: Iterable[Journey | Mapping[str
             proc.wait()
         shutil.rmtree(private, ignore_errors=True)
     assert proc is not None
+    log_file = out_dir / capture.LOG
+    if log_file.exists() and log_file.stat().st_size == 0:
+        log_file.unlink()  # Chromium had nothing to say
     if state.fatal and not state.ended:
         raise CujError(f"{state.fatal}\n{_log_tail(out_dir)}")
     return _finish(out_dir, base_url, chosen, state, started, timeout, timed_out, proc.returncode, sessions,
