@@ -38,6 +38,7 @@ FAULT_FAMILIES: tuple[tuple[str, str], ...] = (
     ("volume", "storage"),
     ("loopweb", "loopweb"),
     ("k8s", "kubernetes"),
+    ("browser", "browser"),
 )
 FAMILY_INTRO = {
     "application": "Faults in the services' own code paths, switched on through feature flags or the app's settings.",
@@ -51,6 +52,8 @@ FAMILY_INTRO = {
     "kubernetes": "Faults of the kubernetes backend (env_k8s_shop): JSON patches of Deployments, Services and "
                   "Secrets whose exact inverse is saved first (roles/k8s_control), or objects they create "
                   "(NetworkPolicy, ResourceQuota) and delete again. Validated offline only so far.",
+    "browser": "Faults a user sees in the browser: the edge answers browser requests wrongly, or a frontend release "
+               "changes a page's script or style (see cuj.md).",
     "other": "Roles whose name matches no family prefix (see FAULT_FAMILIES in orchestrator/docgen.py).",
 }
 

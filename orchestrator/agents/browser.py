@@ -1,0 +1,147 @@
+"""The heuristic agent's browser step: what the critical user journeys saw, joined with changes and error rates.
+
+Used by ``orchestrator.agents.heuristic`` when the run has browser tools. Where a journey failed:
+
+1. the backend's alerts explain it when some service other than the edge alerts (a compound fault: the alert walk
+   already found the root, the browser evidence is cited beside it);
+2. otherwise a feature-flag switch in the change journal names its service (a backend flag fault);
+3. otherwise a frontend release names the frontend; the symptom gives the fault type: a 4xx from the API (a
+   contract drift), an uncaught page error (a runtime error), a failed assertion on amounts (a wrong computation),
+   on the currency (a storage inconsistency), or nothing at all (a listener that no longer fires);
+4. otherwise the edge: the browser saw what the frontend did not answer: a missing asset (404 on /static), a script
+   refused for its type (a dropped header), a cut body (truncation), a slow request, an error status the frontend's
+   own error rate does not show, or wrong content with every request fine (a mutation).
+
+Every conclusion cites the evidence ids it read (``cuj:``, ``net:``, ``console:``, ``dom:``, ``change:``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from orchestrator.agents.gateway_client import Call, ToolError
+
+FLAG_ROOTS: dict[str, tuple[str, str, str]] = {
+    "cartServiceFailure": ("cart", "application", "error_response"),
+    "paymentServiceFailure": ("payment", "application", "error_response"),
+    "productCatalogFailure": ("catalog", "application", "error_response"),
+    "paymentServiceUnreachable": ("checkout", "configuration", "wrong_endpoint"),
+    "adServiceFailure": ("ads", "application", "error_response"),
+    "catalogSlowResponse": ("catalog", "application", "slow_response"),
+}
+SLOW_MS = 5000
+
+
+def _items(call: Call, tool: str, **args: Any) -> list[dict[str, Any]]:
+    try:
+        result = call(tool, limit=200, **args)
+    except ToolError:
+        return []
+    return [i for i in (result or {}).get("items", []) if isinstance(i, dict)]
+
+
+def failed_journey(call: Call) -> tuple[str, str, dict[str, Any]] | None:
+    """(journey, failing step, that step's record) of the first journey that did not pass; None when all passed or
+    nothing was captured."""
+    try:
+        report = call("get_cuj_report")
+    except ToolError:
+        return None
+    for entry in (report or {}).get("journeys", []):
+        if entry.get("status") != "passed" and entry.get("failed_step"):
+            detail = call("get_cuj_report", journey=entry["journey"])
+            steps = detail.get("steps", [])
+            step: dict[str, Any] = next((s for s in steps if s.get("name") == entry["failed_step"]), {})
+            return str(entry["journey"]), str(entry["failed_step"]), step
+    return None
+
+
+def _upto(entries: list[dict[str, Any]], steps: list[str], step: str) -> list[dict[str, Any]]:
+    kept = set(steps[:steps.index(step) + 1]) if step in steps else set(steps)
+    return [e for e in entries if e.get("step") in kept]
+
+
+def _changes(call: Call) -> list[dict[str, Any]]:
+    return [c for c in _items(call, "get_recent_changes") if c.get("kind") in ("release", "flag")]
+
+
+def _frontend_errors(call: Call) -> float:
+    try:
+        rows = call("get_error_rate", service="frontend", window="1m").get("services", [])
+    except (ToolError, AttributeError):
+        return 0.0
+    return float(rows[0].get("errors_per_s") or 0.0) if rows else 0.0
+
+
+def explain(call: Call, backend_roots: bool) -> dict[str, Any] | None:
+    """The browser's diagnosis (entities, evidence, explanation) when a journey failed; None when every journey
+    passed or none was captured. `backend_roots`: the alert walk found a root in the backend (not only the edge)."""
+    found = failed_journey(call)
+    if found is None:
+        return None
+    journey, step, record = found
+    try:
+        steps = [s["name"] for s in call("get_cuj_report", journey=journey).get("steps", [])]
+    except ToolError:
+        steps = [step]
+    network = _upto(_items(call, "get_network_requests", journey=journey), steps, step)
+    console = _upto(_items(call, "get_browser_console", journey=journey, level="error"), steps, step)
+    failed = [n for n in network if n.get("failure") or n.get("blocked") or (n.get("status") or 0) >= 400]
+    slow = [n for n in network if (n.get("duration_ms") or 0) >= SLOW_MS or (n.get("status") is None
+                                                                              and not n.get("failure"))]
+    evidence = [f"cuj:{journey}:{step}"] + [str(n["id"]) for n in failed[:3]] + [str(c["id"]) for c in console[:3]]
+    symptom = f"journey {journey} fails at step {step}: {record.get('assertion') or record.get('error') or ''}"
+    changes = _changes(call)
+    if backend_roots:  # the flag switches the backend's alerts may stem from are evidence too
+        flags = [str(c["id"]) for c in changes if c.get("kind") == "flag"]
+        return {"evidence": evidence + flags, "explanation": symptom}
+    flag = next((c for c in changes if c.get("kind") == "flag" and (c.get("details") or {}).get("flag") in FLAG_ROOTS
+                 and (c.get("details") or {}).get("variant") == "on"), None)
+    if flag is not None:
+        entity, layer, fault_type = FLAG_ROOTS[str(flag["details"]["flag"])]
+        return _root(entity, layer, fault_type, [*evidence, str(flag["id"])],
+                     f"{symptom}; the change journal shows {flag.get('summary')}")
+    release = next((c for c in changes if c.get("kind") == "release" and c.get("service") == "frontend"), None)
+    texts = " ".join(str(c.get("text", "")) for c in console).lower()
+    assertion = str(record.get("assertion") or "").lower() + " " + str(record.get("actual") or "").lower()
+    if release is not None:
+        api_4xx = [n for n in failed if 400 <= (n.get("status") or 0) < 500 and "/api/" in str(n.get("url"))]
+        if api_4xx:
+            fault_type = "api_contract_drift"
+        elif "pageerror" in {c.get("type") for c in console} or "cannot read properties" in assertion:
+            fault_type = "js_runtime_error"
+        elif re.search(r"total|sum|amount", assertion):
+            fault_type = "wrong_computation"
+        elif re.search(r"eur|usd|currenc", assertion):
+            fault_type = "storage_inconsistency"
+        else:
+            fault_type = "listener_missing"
+        evidence.append(f"dom:{journey}:{step}")
+        return _root("frontend", "frontend", fault_type, [*evidence, str(release["id"])],
+                     f"{symptom}; right after {release.get('summary')}")
+    if any("mime type" in str(c.get("text", "")).lower() or "refused to" in str(c.get("text", "")).lower()
+           for c in console):
+        fault_type = "header_dropped"
+    elif any("/static/" in str(n.get("url")) and n.get("status") == 404 for n in failed):
+        fault_type = "asset_missing"
+    elif any("content_length" in str(n.get("failure") or "").lower() or "incomplete" in
+             str(n.get("failure") or "").lower() for n in failed) or "unexpected end" in texts + assertion:
+        fault_type = "truncated_response"
+    elif slow and not failed:
+        fault_type = "slow_response"
+    elif failed and _frontend_errors(call) == 0.0:
+        fault_type = "error_response"
+    elif not failed:
+        fault_type = "response_mutation"
+        evidence.append(f"dom:{journey}:{step}")
+    else:
+        return None  # the frontend itself fails: leave it to the alert walk
+    return _root("gateway", "edge", fault_type, evidence,
+                 f"{symptom}; the frontend did not answer this (its error rate shows none): an edge rule did")
+
+
+def _root(entity: str, layer: str, fault_type: str, evidence: list[str], explanation: str) -> dict[str, Any]:
+    return {"incident": True, "entities": [{"id": entity, "root_cause": True, "layer": layer,
+                                            "fault_type": fault_type}],
+            "propagations": [], "evidence": list(dict.fromkeys(evidence)), "explanation": explanation}
