@@ -10,9 +10,15 @@ recorded with the model name in the output's ``usage``). RCAgent's cheap stabili
 * long observations stay behind a key: the model sees a preview and can page the rest with
   ``read_observation(key, offset)``.
 
+An image a tool returns (``view_screenshot``: ``mime_type`` image/*, base64 ``data``) reaches the model as
+OpenAI-compatible ``image_url`` content (a data URL) in a user message right after the tool results, since tool
+messages carry text only; the tool message itself says what the picture is. ``OPSBENCH_LLM_IMAGES=0`` replaces the
+picture with a note, for a model that accepts no images.
+
 Configuration from the environment: ``OPSBENCH_LLM_URL`` (base URL, e.g. http://host/v1),
 ``OPSBENCH_LLM_MODEL``, ``OPSBENCH_LLM_API_KEY`` (optional), ``OPSBENCH_LLM_MAX_TURNS``
-(default 20). Run as ``python -m orchestrator.agents.llm`` with OPSBENCH_MANIFEST set.
+(default 20), ``OPSBENCH_LLM_IMAGES`` (default 1). Run as ``python -m orchestrator.agents.llm`` with
+OPSBENCH_MANIFEST set.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class LLMConfig:
     api_key: str | None = None
     max_turns: int = 20
     timeout: float = 120.0
+    images: bool = True
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> LLMConfig:
@@ -54,7 +61,8 @@ class LLMConfig:
         if not url or not model:
             raise ValueError("set OPSBENCH_LLM_URL and OPSBENCH_LLM_MODEL (an OpenAI-compatible endpoint)")
         return cls(url.rstrip("/"), model, env.get("OPSBENCH_LLM_API_KEY") or None,
-                   int(env.get("OPSBENCH_LLM_MAX_TURNS", "20")))
+                   int(env.get("OPSBENCH_LLM_MAX_TURNS", "20")),
+                   images=env.get("OPSBENCH_LLM_IMAGES", "1").strip().lower() not in ("0", "false", "no", "off"))
 
 
 def chat(config: LLMConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -96,6 +104,8 @@ class Session:
     observations: dict[str, str] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
     output: dict[str, Any] | None = None
+    images: list[tuple[str, str]] = field(default_factory=list)
+    """Pictures tools returned this turn: (what it is, data URL), sent to the model after the tool results."""
 
     def observe(self, text: str) -> str:
         if len(text) <= PREVIEW_CHARS:
@@ -122,7 +132,15 @@ class Session:
         if signature in self.seen:
             return f"rejected: you already made this exact call; its result is {self.seen[signature]}"
         try:
-            result = json.dumps(self.call(name, **args))
+            answer = self.call(name, **args)
+            if isinstance(answer, dict) and str(answer.get("mime_type", "")).startswith("image/") \
+                    and isinstance(answer.get("data"), str):
+                answer = dict(answer)
+                data = answer.pop("data")
+                caption = f"the image {name} returned for {json.dumps(args, sort_keys=True)}"
+                self.images.append((caption, f"data:{answer['mime_type']};base64,{data}"))
+                answer["image"] = "sent to you as an image in the next message"
+            result = json.dumps(answer)
         except ToolError as exc:
             result = f"error: {exc}"
         except (OSError, ValueError) as exc:
@@ -157,6 +175,17 @@ def function_specs(tools: list[dict[str, Any]], output_schema: dict[str, Any]) -
         "name": SUBMIT, "description": "Submit the final answer (ends the run).",
         "parameters": {"type": "object", "required": ["output"], "properties": {"output": output_schema}}}})
     return specs
+
+
+def image_messages(images: list[tuple[str, str]], accepted: bool) -> list[dict[str, Any]]:
+    """One user message per picture: a caption and the picture as `image_url` content (or a note, when the model
+    takes no images)."""
+    if not accepted:
+        return [{"role": "user", "content": f"({caption} is not shown: this model takes no images)"}
+                for caption, _ in images]
+    return [{"role": "user", "content": [{"type": "text", "text": caption.capitalize() + ":"},
+                                         {"type": "image_url", "image_url": {"url": url}}]}
+            for caption, url in images]
 
 
 def system_prompt(manifest: dict[str, Any]) -> str:
@@ -200,6 +229,8 @@ def run(manifest: dict[str, Any], config: LLMConfig, call: Callable[..., Any],
             fn = tc.get("function", {})
             result = session.execute(fn.get("name", ""), fn.get("arguments", "{}"))
             messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": result})
+        messages += image_messages(session.images, config.images)
+        session.images.clear()
         if session.output is not None:
             return {**session.output, "usage": {**session.usage, "model": config.model}}
     return None

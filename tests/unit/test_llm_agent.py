@@ -23,6 +23,7 @@ from orchestrator import paths
 from orchestrator.agents.llm import repair_json
 
 TOKEN = "tok-123"
+PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 ANSWER = {"schema": "opsbench/diagnosis/v1",
           "entities": [{"id": "cart-1", "root_cause": True, "layer": "runtime", "fault_type": "process_down"}],
           "propagations": [{"source": "cart-1", "target": "frontend"}]}
@@ -47,6 +48,7 @@ SCRIPT = [
 
 class Servers:
     def __init__(self) -> None:
+        self.script = SCRIPT
         self.llm_requests: list[dict[str, Any]] = []
         self.gateway_calls: list[tuple[str, dict[str, Any]]] = []
 
@@ -69,7 +71,7 @@ def servers() -> Iterator[tuple[Servers, str, str]]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             assert self.path == "/v1/chat/completions"
             state.llm_requests.append(body)
-            reply = json.dumps(SCRIPT[min(len(state.llm_requests), len(SCRIPT)) - 1]).encode()
+            reply = json.dumps(state.script[min(len(state.llm_requests), len(state.script)) - 1]).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -100,7 +102,10 @@ def servers() -> Iterator[tuple[Servers, str, str]]:
             name = self.path.rsplit("/", 1)[-1]
             state.gateway_calls.append((name, args))
             result: Any = {"get_alerts": [{"labels": {"alertname": "ServiceDown", "service": "cart"}}],
-                           "get_traces": {"items": ["span-" + "x" * 60] * 100}}.get(name, {"items": []})
+                           "get_traces": {"items": ["span-" + "x" * 60] * 100},
+                           "view_screenshot": {"journey": "checkout", "step": "add-to-cart", "mime_type": "image/png",
+                                               "data": PNG_B64, "evidence_id": "screenshot:checkout:add-to-cart"},
+                           }.get(name, {"items": []})
             return self.reply(200, {"ok": True, "result": result, "next_page": None})
 
     llm, llm_url = serve(LLM)
@@ -153,6 +158,43 @@ def test_agent_investigates_and_submits_a_valid_diagnosis(servers: tuple[Servers
     assert tool_msgs[5].startswith("error: the output does not match its schema") and "id" in tool_msgs[5]
     records = [json.loads(line) for line in (tmp_path / "trajectory.jsonl").read_text().splitlines()]
     assert len(records) == 7 and all(r["tool"] == "llm" and r["input_tokens"] == 100 for r in records)
+
+
+def run_agent(tmp_path: Path, llm_url: str, gateway_url: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "token").write_text(TOKEN)
+    manifest = {"manifest_version": "opsbench/manifest/v1", "run": "r1",
+                "tasks": [{"id": "diagnose", "kind": "diagnose", "goal": "Find what users see."}],
+                "budget": {"wallClockSeconds": 60}, "token_file": str(tmp_path / "token"),
+                "tools": {"url": gateway_url},
+                "output": {"path": str(tmp_path / "output.json"),
+                           "schemas": {"diagnose": str(paths.SCHEMAS_DIR / "diagnosis_output.schema.json")}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    env = {**os.environ, "OPSBENCH_MANIFEST": str(tmp_path / "manifest.json"), "OPSBENCH_LLM_URL": llm_url,
+           "OPSBENCH_LLM_MODEL": "scripted-vision", **extra_env}
+    return subprocess.run([sys.executable, "-m", "orchestrator.agents.llm"], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=paths.PROJECT_ROOT, check=False)
+
+
+@pytest.mark.parametrize("images", ["1", "0"])
+def test_a_screenshot_reaches_the_model_as_image_url_content(servers: tuple[Servers, str, str], tmp_path: Path,
+                                                             images: str) -> None:
+    state, llm_url, gateway_url = servers
+    state.script = [tool_call(1, "view_screenshot", '{"journey": "checkout", "step": "add-to-cart"}'),
+                    tool_call(2, "submit", json.dumps({"output": ANSWER}))]
+    proc = run_agent(tmp_path, llm_url, gateway_url, OPSBENCH_LLM_IMAGES=images)
+    assert proc.returncode == 0, proc.stderr
+    messages = state.llm_requests[1]["messages"]
+    tool_msg = next(m for m in messages if m["role"] == "tool")
+    assert PNG_B64 not in tool_msg["content"] and "screenshot:checkout:add-to-cart" in tool_msg["content"]
+    after = messages[messages.index(tool_msg) + 1]
+    assert after["role"] == "user"
+    if images == "1":
+        text, image = after["content"]
+        assert text["type"] == "text" and "view_screenshot" in text["text"]
+        assert image == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}}
+    else:
+        assert isinstance(after["content"], str) and "takes no images" in after["content"]
+        assert PNG_B64 not in json.dumps(messages)
 
 
 def test_missing_endpoint_configuration_is_a_clear_error(tmp_path: Path) -> None:
