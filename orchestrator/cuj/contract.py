@@ -147,7 +147,8 @@ def hold(base_url: str, root: Path, label: str, contract: Contract, timeout: flo
          ) -> dict[str, Any]:
     """Run the contract's journeys until it holds or `timeout` seconds pass; the last attempt's capture stays, in
     ``root/<unix ms>-<label>``. CujError when the browser cannot run at all."""
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     journeys = select_journeys(list(contract.journeys))
     root.mkdir(parents=True, exist_ok=True)
     attempts, last_dir = 0, None
@@ -165,7 +166,8 @@ def hold(base_url: str, root: Path, label: str, contract: Contract, timeout: flo
             break
         time.sleep(interval)
     return {"ok": verdict.ok, "detail": verdict.detail, "attempts": attempts, "capture": str(out),
-            "journeys": result.statuses(), "leftover_processes": len(result.leftovers)}
+            "journeys": result.statuses(), "leftover_processes": len(result.leftovers),
+            "waited_s": round(time.monotonic() - started, 1), "last_run_s": result.index.get("duration_s")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
