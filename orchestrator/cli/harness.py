@@ -142,10 +142,14 @@ def _replay_campaign(scenarios: tuple[str, ...], campaign_file: Path | None, cor
 @click.option("--replay", "replay_mode", is_flag=True,
               help="Measure replay trials instead: the arguments are snapshots (directories, archives or corpus "
                    "directories; default: the committed sample corpus).")
+@click.option("--cuj", "cuj_mode", is_flag=True,
+              help="Measure browser evidence instead: one run of the shop's journeys (time, capture size), what "
+                   "they add to a trial, the capture per scenario (SCENARIOS; default one per family); --trials "
+                   "repeats. See docs/cuj.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, agent_startup: int | None,
-          replay_mode: bool, as_json: bool, quiet: bool) -> None:
+          replay_mode: bool, cuj_mode: bool, as_json: bool, quiet: bool) -> None:
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
     Default scenarios: loopweb-web-down and shop-cart-down. With --replay, SCENARIOS are snapshots and each level
@@ -158,6 +162,15 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
             emit_json(startup)
         else:
             click.echo(bench_sandbox.render(startup))
+        return
+    if cuj_mode:
+        from orchestrator.harness import bench_cuj
+
+        found = bench_cuj.bench_cuj(trials, progress(quiet), tuple(scenarios) or bench_cuj.PER_SCENARIO)
+        if as_json:
+            emit_json(found)
+        else:
+            click.echo(bench_cuj.render(found))
         return
     from orchestrator.harness.bench_lifecycle import DEFAULT_SCENARIOS, parse_levels, render
 
