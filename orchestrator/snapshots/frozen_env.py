@@ -27,7 +27,9 @@ from .frozen_prometheus import FrozenPrometheus, kill_leftover
 COPY_DIR = "snapshot"
 PROMETHEUS_DIR = "prometheus"
 ENVIRONMENT = "environment.json"
-SERVED_FILES = (fmt.MANIFEST, fmt.ALERTS, fmt.TOPOLOGY, fmt.SERVICES)
+SERVED_FILES = (fmt.MANIFEST, fmt.ALERTS, fmt.TOPOLOGY, fmt.SERVICES, fmt.CHANGES)
+SERVED_DIRS = (fmt.TELEMETRY_DIR, fmt.BROWSER_DIR)
+"""Directories served whole: telemetry (logs, traces) and the browser capture."""
 
 
 def _link_or_copy(src: Path, dest: Path) -> None:
@@ -43,7 +45,7 @@ def copy_served(info: fmt.SnapshotInfo, dest: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     for rel in sorted(info.files):
-        if rel in SERVED_FILES or rel.startswith(f"{fmt.TELEMETRY_DIR}/"):
+        if rel in SERVED_FILES or rel.startswith(tuple(f"{d}/" for d in SERVED_DIRS)):
             _link_or_copy(info.path / rel, dest / rel)
 
 

@@ -195,3 +195,20 @@ def test_frozen_source_serves_the_snapshots_capture_and_changes(tmp_path: Path, 
     gw.ctx.evidence = frozen
     assert ok(gw, "get_cuj_report")["journeys"][0]["failed_step"] == "add-to-cart"
     assert ok(gw, "get_recent_changes")["total"] == 3
+
+
+def test_a_replay_copies_the_browser_capture_and_the_change_journal(tmp_path: Path) -> None:
+    from orchestrator.snapshots import format as fmt
+    from orchestrator.snapshots.frozen_env import copy_served
+
+    snap = tmp_path / "snap"
+    write_capture(snap / fmt.BROWSER_DIR, NOW - 20)
+    (snap / fmt.CHANGES).write_text(json.dumps(CHANGES[:3]))
+    (snap / fmt.MANIFEST).write_text("{}")
+    info = fmt.write_index(snap, scenario_id="shop-cuj-x", spec_version=1, frozen_now=NOW, window_start=NOW - 60,
+                           families=["changes", "browser"])
+    copy_served(info, tmp_path / "copy")
+    served = FrozenEvidence("s1", tmp_path / "copy", NOW, info.families)
+    assert served.browser_capture() == tmp_path / "copy" / fmt.BROWSER_DIR
+    assert (tmp_path / "copy" / fmt.BROWSER_DIR / "checkout" / "step-02-add-to-cart.png").read_bytes() == PNG
+    assert len(served.changes()) == 3
