@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import importlib.util
 import json
@@ -76,6 +77,7 @@ def upstream() -> Iterator[int]:
         def do_GET(self) -> None:
             body = b'{"ok": true, "items": [1, 2, 3]}'
             self.send_response(200)
+            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Connection", "close")
             self.end_headers()
@@ -125,3 +127,55 @@ def test_proxy_tamper_keeps_status_and_length_but_breaks_the_body(upstream: int)
     assert status == 200 and len(body) == len(original) and body != original
     with pytest.raises(ValueError):
         json.loads(body)
+
+
+def edge(upstream: int, path: str, *mode: str, method: str = "GET") -> tuple[int, dict[str, str], bytes | str]:
+    """One request through the proxy in edge mode: status, headers, body (or the read error's name when the body
+    arrived cut)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ROLE / "files" / "fault_proxy.py"),
+                             f"--map={port}=127.0.0.1:{upstream}", "--mode=edge", *mode], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and "fault proxy" in proc.stdout.readline()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request(method, path)
+        resp = conn.getresponse()
+        headers = {k.lower(): v for k, v in resp.getheaders()}
+        try:
+            body: bytes | str = resp.read()
+        except http.client.IncompleteRead as exc:
+            body = f"IncompleteRead after {len(exc.partial)} bytes"
+        conn.close()
+        return resp.status, headers, body
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+ORIGINAL = b'{"ok": true, "items": [1, 2, 3]}'
+
+
+def test_edge_rules_touch_only_matching_requests(upstream: int) -> None:
+    status, _, body = edge(upstream, "/api/cart?user=1", "--path-re=^/api/cart$", "--action=status", "--status=503")
+    assert status == 503 and json.loads(body) == {"error": "Service Unavailable"}
+    assert edge(upstream, "/api/cartx", "--path-re=^/api/cart$", "--action=status")[::2] == (200, ORIGINAL)
+    # A method filter: the rule is for POST only, this GET passes untouched.
+    assert edge(upstream, "/api/cart", "--path-re=^/api/cart$", "--method=POST", "--action=status")[::2] == (
+        200, ORIGINAL)
+
+
+def test_edge_mutate_truncate_drop_header_and_delay(upstream: int) -> None:
+    status, headers, body = edge(upstream, "/p", "--path-re=^/p$", "--action=mutate", '--find="items"',
+                                 '--replace="things"')
+    assert status == 200 and body == b'{"ok": true, "things": [1, 2, 3]}'
+    assert headers["content-length"] == str(len(body)), "the length follows the new body"
+    status, headers, body = edge(upstream, "/p", "--path-re=^/p$", "--action=truncate", "--keep-bytes=5")
+    assert status == 200 and headers["content-length"] == str(len(ORIGINAL)) and body == "IncompleteRead after 5 bytes"
+    _, headers, body = edge(upstream, "/p", "--path-re=^/p$", "--action=drop-header", "--header=Content-Type")
+    assert "content-type" not in headers and body == ORIGINAL
+    start = time.monotonic()
+    assert edge(upstream, "/p", "--path-re=^/p$", "--action=delay", "--delay-ms=300")[0] == 200
+    assert time.monotonic() - start >= 0.3
