@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -179,3 +180,35 @@ def test_edge_mutate_truncate_drop_header_and_delay(upstream: int) -> None:
     start = time.monotonic()
     assert edge(upstream, "/p", "--path-re=^/p$", "--action=delay", "--delay-ms=300")[0] == 200
     assert time.monotonic() - start >= 0.3
+
+
+changes = load("opsbench_changes", "module_utils/opsbench_changes.py")
+
+
+def test_the_change_journal_appends_lines_with_stable_id_prefixes(tmp_path: Path) -> None:
+    journal = tmp_path / "changes.jsonl"
+    first = changes.append_change(str(journal), "flags", "flag", "feature flag cartServiceFailure: on",
+                                  key="cartServiceFailure", when=1_700_000_000.1234)
+    changes.append_change(str(journal), "frontend", "release", "frontend release 1: product.js updated",
+                          key="product.js", details={"asset": "product.js"}, source="release pipeline")
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert first["id"] == "change:flags:cartServiceFailure:1700000000123" and lines[0] == first
+    assert lines[1]["id"].startswith("change:frontend:product.js:") and lines[1]["source"] == "release pipeline"
+    assert journal.stat().st_mode & 0o777 == 0o644
+
+
+def test_pristine_names_assets_changed_missing_or_added(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ansible.module_utils.opsbench_podman", podman)
+    leftovers = load("opsbench_leftovers", "library/opsbench_leftovers.py")
+    source, live = tmp_path / "source", tmp_path / "live"
+    for d in (source, live):
+        d.mkdir()
+        (d / "app.js").write_text("ok")
+        (d / "cart.js").write_text("ok")
+    assert leftovers.static_leftovers(str(live), str(source)) == []
+    (live / "app.js").write_text("changed")
+    (live / "cart.js").unlink()
+    (live / "extra.js").write_text("new")
+    assert leftovers.static_leftovers(str(live), str(source)) == [
+        f"asset cart.js missing from {live}", f"asset extra.js in {live} was not deployed",
+        "asset app.js differs from its deployed version"]
