@@ -58,7 +58,9 @@ def failed_journey(call: Call) -> tuple[str, str, dict[str, Any]] | None:
 
 
 def _upto(entries: list[dict[str, Any]], steps: list[str], step: str) -> list[dict[str, Any]]:
-    kept = set(steps[:steps.index(step) + 1]) if step in steps else set(steps)
+    if step not in steps:
+        return entries
+    kept = set(steps[:steps.index(step) + 1])
     return [e for e in entries if e.get("step") in kept]
 
 
@@ -88,8 +90,7 @@ def explain(call: Call, backend_roots: bool) -> dict[str, Any] | None:
     network = _upto(_items(call, "get_network_requests", journey=journey), steps, step)
     console = _upto(_items(call, "get_browser_console", journey=journey, level="error"), steps, step)
     failed = [n for n in network if n.get("failure") or n.get("blocked") or (n.get("status") or 0) >= 400]
-    slow = [n for n in network if (n.get("duration_ms") or 0) >= SLOW_MS or (n.get("status") is None
-                                                                              and not n.get("failure"))]
+    slow = [n for n in network if (n.get("duration_ms") or 0) >= SLOW_MS]
     evidence = [f"cuj:{journey}:{step}"] + [str(n["id"]) for n in failed[:3]] + [str(c["id"]) for c in console[:3]]
     symptom = f"journey {journey} fails at step {step}: {record.get('assertion') or record.get('error') or ''}"
     changes = _changes(call)
@@ -120,15 +121,16 @@ def explain(call: Call, backend_roots: bool) -> dict[str, Any] | None:
         evidence.append(f"dom:{journey}:{step}")
         return _root("frontend", "frontend", fault_type, [*evidence, str(release["id"])],
                      f"{symptom}; right after {release.get('summary')}")
+    failures = " ".join(str(n.get("failure") or "") for n in failed).lower()
+    unfinished = [n for n in failed if "unfinished" in str(n.get("failure") or "")]
     if any("mime type" in str(c.get("text", "")).lower() or "refused to" in str(c.get("text", "")).lower()
            for c in console):
         fault_type = "header_dropped"
-    elif any("/static/" in str(n.get("url")) and n.get("status") == 404 for n in failed):
-        fault_type = "asset_missing"
-    elif any("content_length" in str(n.get("failure") or "").lower() or "incomplete" in
-             str(n.get("failure") or "").lower() for n in failed) or "unexpected end" in texts + assertion:
+    elif "content_length" in failures or "incomplete" in failures or "unexpected end" in texts + assertion:
         fault_type = "truncated_response"
-    elif slow and not failed:
+    elif any("/static/" in str(n.get("url")) and n not in unfinished for n in failed):
+        fault_type = "asset_missing"  # a script or style that did not arrive (404, or aborted by the browser)
+    elif unfinished or slow or any((n.get("duration_ms") or 0) >= SLOW_MS for n in failed):
         fault_type = "slow_response"
     elif failed and _frontend_errors(call) == 0.0:
         fault_type = "error_response"
