@@ -227,15 +227,6 @@ def mitigate(call: Call, diagnosis: dict[str, Any], topology: dict[str, Any]) ->
                                         "last change and restore their configuration"}
 
 
-def _offers(call: Call) -> bool:
-    """Whether the run's gateway offers the browser tools (a run on a shop: its pages were journeyed)."""
-    try:
-        call("get_cuj_report")
-    except ToolError:
-        return False
-    return True
-
-
 def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
     kinds = {t["kind"] for t in manifest.get("tasks", [])}
     try:
@@ -254,16 +245,16 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
     output = diagnose(alerts, topology)
     if output.get("incident"):
         follow_logs(call, output, alerts, topology)
-    if _offers(call):
-        backend_roots = any(e.get("root_cause") and e.get("id") not in EDGE for e in output.get("entities", []))
-        seen = browser_explain(call, backend_roots)
-        if seen is not None and backend_roots:
-            output["evidence"] = list(dict.fromkeys([*output.get("evidence", []), *seen["evidence"]]))
-            output["explanation"] = f"{output.get('explanation', '')}; in the browser: {seen['explanation']}"
-        elif seen is not None:
-            seen["alerts_explained"] = output.get("alerts_explained", [])
-            seen["evidence"] = list(dict.fromkeys([*seen["evidence"], *output.get("evidence", [])]))
-            output = {"schema": output.get("schema"), **seen}
+    # The browser's view, where the run has one (get_cuj_report refused otherwise: nothing changes).
+    backend_roots = any(e.get("root_cause") and e.get("id") not in EDGE for e in output.get("entities", []))
+    seen = browser_explain(call, backend_roots)
+    if seen is not None and backend_roots:
+        output["evidence"] = list(dict.fromkeys([*output.get("evidence", []), *seen["evidence"]]))
+        output["explanation"] = f"{output.get('explanation', '')}; in the browser: {seen['explanation']}"
+    elif seen is not None:
+        seen["alerts_explained"] = output.get("alerts_explained", [])
+        seen["evidence"] = list(dict.fromkeys([*seen["evidence"], *output.get("evidence", [])]))
+        output = {"schema": output.get("schema"), **seen}
     if "mitigate" in kinds and output.get("incident"):
         output.update(mitigate(call, output, topology))
     elif "mitigate" in kinds:
