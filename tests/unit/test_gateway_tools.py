@@ -314,7 +314,9 @@ def test_profiles() -> None:
     # where billing data or a cost section exists.
     assert names["observe-only"] == {"get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces",
                                      "get_topology", "get_recent_changes", "query_sql", "describe_billing_schema",
-                                     "get_autoscaler_policy", "get_budgets"}
+                                     "get_autoscaler_policy", "get_budgets", "get_cuj_report", "view_screenshot",
+                                     "get_browser_console", "get_network_requests", "get_dom_snapshot",
+                                     "get_browser_storage", "get_frontend_spans"}
     with pytest.raises(ValueError, match="unknown tool profile"):
         profile_tools("everything")
 
