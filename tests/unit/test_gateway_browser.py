@@ -212,3 +212,21 @@ def test_a_replay_copies_the_browser_capture_and_the_change_journal(tmp_path: Pa
     assert served.browser_capture() == tmp_path / "copy" / fmt.BROWSER_DIR
     assert (tmp_path / "copy" / fmt.BROWSER_DIR / "checkout" / "step-02-add-to-cart.png").read_bytes() == PNG
     assert len(served.changes()) == 3
+
+
+def test_the_trajectory_schema_knows_every_tool_family() -> None:
+    """The trajectory record's `family` enum is the tools' Family: a new family must not make its calls bad lines."""
+    from typing import get_args
+
+    from orchestrator.gateway.tools.base import Family
+    from orchestrator.schemacheck import load_schema
+
+    assert set(load_schema("trajectory_record")["properties"]["family"]["enum"]) == set(get_args(Family))
+
+
+def test_browser_calls_are_valid_trajectory_records(gw: Gateway) -> None:
+    from gateway_fixtures import trajectory
+
+    ok(gw, "get_cuj_report")
+    ok(gw, "get_recent_changes")
+    assert [r["family"] for r in trajectory(gw.ctx.run_dir)] == ["browser", "changes"]
