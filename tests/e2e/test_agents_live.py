@@ -129,7 +129,8 @@ def test_heuristic_agent_diagnoses_a_shop_incident_over_mcp(home: Path) -> None:
     assert rc == 0, (result.get("reason"), result.get("phases"))
     run_dir = Path(result["run_dir"])
     records = _trajectory(run_dir)
-    assert [r["tool"] for r in records] == ["get_alerts", "get_topology"]
+    # The alerts, the topology, then the browser's view (nothing journeyed in this scenario: an empty answer).
+    assert [r["tool"] for r in records] == ["get_alerts", "get_topology", "get_cuj_report"]
     assert {r["transport"] for r in records} == {"mcp"} and {r["status"] for r in records} == {"ok"}
     assert result["evaluations"]["diagnosis"]["fl_pass"] == 1.0
     assert result["cleanup"] == "done" and result["recovered"] is True
