@@ -126,19 +126,9 @@ def test_repair_json_fixes_the_usual_slips_only() -> None:
 
 def test_agent_investigates_and_submits_a_valid_diagnosis(servers: tuple[Servers, str, str], tmp_path: Path) -> None:
     state, llm_url, gateway_url = servers
-    (tmp_path / "token").write_text(TOKEN)
-    manifest = {"manifest_version": "opsbench/manifest/v1", "run": "r1",
-                "tasks": [{"id": "diagnose", "kind": "diagnose", "goal": "Find the root cause of the errors."}],
-                "alerts": [{"labels": {"alertname": "ServiceDown", "service": "cart"}}],
-                "budget": {"wallClockSeconds": 60}, "token_file": str(tmp_path / "token"),
-                "tools": {"url": gateway_url},
-                "output": {"path": str(tmp_path / "output.json"),
-                           "schemas": {"diagnose": str(paths.SCHEMAS_DIR / "diagnosis_output.schema.json")}}}
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    env = {**os.environ, "OPSBENCH_MANIFEST": str(tmp_path / "manifest.json"), "OPSBENCH_LLM_URL": llm_url,
-           "OPSBENCH_LLM_MODEL": "scripted-1", "OPSBENCH_TRAJECTORY": str(tmp_path / "trajectory.jsonl")}
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.agents.llm"], env=env, capture_output=True,
-                          text=True, timeout=60, cwd=paths.PROJECT_ROOT, check=False)
+    proc = run_agent(tmp_path, llm_url, gateway_url, model="scripted-1",
+                     alerts=[{"labels": {"alertname": "ServiceDown", "service": "cart"}}],
+                     OPSBENCH_TRAJECTORY=str(tmp_path / "trajectory.jsonl"))
     assert proc.returncode == 0, proc.stderr
 
     output = json.loads((tmp_path / "output.json").read_text())
@@ -160,17 +150,19 @@ def test_agent_investigates_and_submits_a_valid_diagnosis(servers: tuple[Servers
     assert len(records) == 7 and all(r["tool"] == "llm" and r["input_tokens"] == 100 for r in records)
 
 
-def run_agent(tmp_path: Path, llm_url: str, gateway_url: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+def run_agent(tmp_path: Path, llm_url: str, gateway_url: str, model: str = "scripted-vision",
+              alerts: list[dict[str, Any]] | None = None, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """The agent as a command, with a manifest for one diagnose task against these servers."""
     (tmp_path / "token").write_text(TOKEN)
     manifest = {"manifest_version": "opsbench/manifest/v1", "run": "r1",
-                "tasks": [{"id": "diagnose", "kind": "diagnose", "goal": "Find what users see."}],
-                "budget": {"wallClockSeconds": 60}, "token_file": str(tmp_path / "token"),
+                "tasks": [{"id": "diagnose", "kind": "diagnose", "goal": "Find the root cause of the errors."}],
+                "alerts": alerts or [], "budget": {"wallClockSeconds": 60}, "token_file": str(tmp_path / "token"),
                 "tools": {"url": gateway_url},
                 "output": {"path": str(tmp_path / "output.json"),
                            "schemas": {"diagnose": str(paths.SCHEMAS_DIR / "diagnosis_output.schema.json")}}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     env = {**os.environ, "OPSBENCH_MANIFEST": str(tmp_path / "manifest.json"), "OPSBENCH_LLM_URL": llm_url,
-           "OPSBENCH_LLM_MODEL": "scripted-vision", **extra_env}
+           "OPSBENCH_LLM_MODEL": model, **extra_env}
     return subprocess.run([sys.executable, "-m", "orchestrator.agents.llm"], env=env, capture_output=True,
                           text=True, timeout=60, cwd=paths.PROJECT_ROOT, check=False)
 
