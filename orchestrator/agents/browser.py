@@ -41,9 +41,9 @@ def _items(call: Call, tool: str, **args: Any) -> list[dict[str, Any]]:
     return [i for i in (result or {}).get("items", []) if isinstance(i, dict)]
 
 
-def failed_journey(call: Call) -> tuple[str, str, dict[str, Any]] | None:
-    """(journey, failing step, that step's record) of the first journey that did not pass; None when all passed or
-    nothing was captured."""
+def failed_journey(call: Call) -> tuple[str, str, dict[str, Any], list[str]] | None:
+    """(journey, failing step, that step's record, the journey's step names) of the first journey that did not
+    pass; None when all passed or nothing was captured."""
     try:
         report = call("get_cuj_report")
     except ToolError:
@@ -53,7 +53,7 @@ def failed_journey(call: Call) -> tuple[str, str, dict[str, Any]] | None:
             detail = call("get_cuj_report", journey=entry["journey"])
             steps = detail.get("steps", [])
             step: dict[str, Any] = next((s for s in steps if s.get("name") == entry["failed_step"]), {})
-            return str(entry["journey"]), str(entry["failed_step"]), step
+            return str(entry["journey"]), str(entry["failed_step"]), step, [str(s.get("name")) for s in steps]
     return None
 
 
@@ -82,11 +82,7 @@ def explain(call: Call, backend_roots: bool) -> dict[str, Any] | None:
     found = failed_journey(call)
     if found is None:
         return None
-    journey, step, record = found
-    try:
-        steps = [s["name"] for s in call("get_cuj_report", journey=journey).get("steps", [])]
-    except ToolError:
-        steps = [step]
+    journey, step, record, steps = found
     network = _upto(_items(call, "get_network_requests", journey=journey), steps, step)
     console = _upto(_items(call, "get_browser_console", journey=journey, level="error"), steps, step)
     failed = [n for n in network if n.get("failure") or n.get("blocked") or (n.get("status") or 0) >= 400]

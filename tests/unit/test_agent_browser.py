@@ -67,6 +67,7 @@ def test_an_error_status_the_frontend_never_answered_is_the_edge() -> None:
     out = explain(call, backend_roots=False)
     assert root(out) == ("gateway", "edge", "error_response")
     assert out is not None and out["evidence"][:2] == ["cuj:checkout:add-to-cart", "net:checkout:add-to-cart:1"]
+    assert call.calls.count("get_cuj_report") == 2, "the summary, then the failing journey once"
     assert explain(FakeCall(network=[net(1, "add-to-cart", "/api/cart", 503)], frontend_errors=2.0),
                    backend_roots=False) is None, "the frontend's own 5xx: left to the alert walk"
 
