@@ -8,7 +8,8 @@
 Modules: `tools/` (the tools, one module per evidence family, and `tools/registry.py`, the one registry), `evidence/`
 (where tools read the world: the live environment or a frozen snapshot), `dispatch`
 (checks and trajectory), `rest` / `mcp_server` (transports), `auth`, `scope`, `control` (the backends the control
-tools act through), `context`, `paging`, `times`, `httpjson`, `trajectory`, `errors`.
+tools act through), `workspace` (the workspace container the terminal tools act in), `context`, `paging`, `times`,
+`httpjson`, `trajectory`, `errors`.
 See docs/gateway.md.
 """
 

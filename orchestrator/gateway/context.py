@@ -22,6 +22,7 @@ from .control import ControlBackend, PodmanControl
 from .evidence import EvidenceSource, LiveEvidence
 from .evidence.frozen import from_environment as frozen_from_environment
 from .scope import Scope
+from .workspace import PodmanWorkspace
 
 TOKEN_FILE = Path("secrets") / "agent_token"
 GATEWAY_DIR = "gateway"
@@ -85,6 +86,10 @@ class RunContext:
     @property
     def control(self) -> ControlBackend | None:
         return self.evidence.control
+
+    @property
+    def workspace(self) -> PodmanWorkspace | None:
+        return self.evidence.workspace
 
     @property
     def telemetry_dir(self) -> Path | None:
@@ -172,6 +177,7 @@ def load_context(run_dir: Path, options: GatewayOptions | None = None, *, run_id
             cost=_cost_section(run_dir, environment.get("cost")),
             changes_file=_inside(run_dir, environment.get("changes")),
             browser_dir=(run_dir / BROWSER_DIR) if isinstance(environment.get("browser"), dict) else None,
+            workspace=PodmanWorkspace.from_environment(environment.get("workspace")),
         )
     return RunContext(
         run_dir=run_dir,

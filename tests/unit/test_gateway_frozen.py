@@ -103,7 +103,7 @@ def test_tools_that_act_are_absent_and_refused(replay: Replay) -> None:
     names = [t.name for t in gw.tools]
     acting = [t.name for t in TOOLS if t.acts]
     assert set(acting) == {"restart", "scale", "set_env", "rollback", "toggle_flag", "set_autoscaler_policy",
-                           "set_budget"}
+                           "set_budget", "exec", "write_file"}
     assert not set(acting) & set(names)
     assert names == ["get_alerts", "query_metrics", "get_error_rate", "search_logs", "get_traces", "get_topology",
                      "list_services", "describe_service"]

@@ -134,8 +134,8 @@ def test_openapi_is_generated_from_the_tools(run_dir: Path) -> None:
     with client_for(run_dir, profile="no-traces") as c:
         doc = c.get("/openapi.json", headers=AUTH).json()
     operations = {path: ops["post"] for path, ops in doc["paths"].items() if "post" in ops}
-    # This run publishes no billing data and no cost section, so the billing and cost tools are not offered either.
-    skipped = ("traces", "billing", "cost", "changes", "browser")
+    # This run publishes no billing data, no cost section and no workspace, so those families are not offered either.
+    skipped = ("traces", "billing", "cost", "changes", "browser", "terminal")
     expected = {f"/v1/tools/{t.name}" for t in TOOLS if t.family not in skipped}
     assert set(operations) == expected
     metrics = operations["/v1/tools/query_metrics"]

@@ -316,7 +316,7 @@ def test_profiles() -> None:
                                      "get_topology", "get_recent_changes", "query_sql", "describe_billing_schema",
                                      "get_autoscaler_policy", "get_budgets", "get_cuj_report", "view_screenshot",
                                      "get_browser_console", "get_network_requests", "get_dom_snapshot",
-                                     "get_browser_storage", "get_frontend_spans"}
+                                     "get_browser_storage", "get_frontend_spans", "list_files", "read_file"}
     with pytest.raises(ValueError, match="unknown tool profile"):
         profile_tools("everything")
 

@@ -142,8 +142,9 @@ def refused_and_recorded(way: GatewayWay, run_dir: Path, tool: str, args: dict[s
 
 # -- the cells ----------------------------------------------------------------------------------------------------
 def gw_read_ground_truth(way: GatewayWay, run_dir: Path) -> None:
-    # No tool reads a file by name: an invented one is not found, a path argument is refused as unknown.
-    refused_and_recorded(way, run_dir, "read_file", {"path": str(run_dir / "ground_truth.yaml")}, {"not_found"})
+    # No tool reads a host file by name: read_file exists only where the run has a workspace (and reads only inside
+    # that container, test_gateway_terminal.py), so here it is denied; a path argument is refused as unknown.
+    refused_and_recorded(way, run_dir, "read_file", {"path": str(run_dir / "ground_truth.yaml")}, {"denied"})
     refused_and_recorded(way, run_dir, "search_logs", {"path": str(run_dir / "state")}, {"invalid"})
     refused_and_recorded(way, run_dir, "search_logs", {"service": "../../ground_truth"}, {"not_found", "invalid"})
     # Whatever the tools answer with their defaults, none of it comes from the run's state or ground truth.

@@ -30,6 +30,7 @@ from ..httpjson import get_json
 if TYPE_CHECKING:
     from ..control import ControlBackend
     from ..scope import Scope
+    from ..workspace import PodmanWorkspace
 
 Mode = Literal["live", "frozen"]
 
@@ -102,6 +103,8 @@ class EvidenceSource(ABC):
     """The environment's change journal (JSON lines: deploys, releases, flag switches), None when it keeps none."""
     browser_dir: Path | None = None
     """Where this run's browser captures are (orchestrator.cuj's capture layout), None when it has none."""
+    workspace: PodmanWorkspace | None = None
+    """The run's workspace container the terminal tools act in (DevOps tasks); always None for a frozen source."""
 
     def __init__(self) -> None:
         self._store: TelemetryStore | None = None
@@ -181,6 +184,13 @@ class EvidenceSource(ABC):
         if self.browser_dir is None:
             raise ToolError("not_supported", "this environment has no pages a browser uses")
         return latest_capture(self.browser_dir, since)
+
+    def require_workspace(self) -> PodmanWorkspace:
+        """The workspace, or `not_supported` when this run has none."""
+        if self.workspace is None:
+            raise ToolError("not_supported", "this run has no workspace (the terminal tools act in a DevOps task's "
+                            "workspace container)")
+        return self.workspace
 
     def require_control(self) -> ControlBackend:
         """The control backend, or `not_supported` when this source cannot act."""

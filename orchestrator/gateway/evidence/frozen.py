@@ -60,6 +60,9 @@ class FrozenEvidence(EvidenceSource):
         return family is not None and family in self.families
 
     def refusal(self, tool: ToolKind) -> str | None:
+        if tool.family == "terminal":
+            return (f"tool {tool.name!r} is not available: this run replays a frozen incident (snapshot "
+                    f"{self.snapshot_id}) and has no workspace; the terminal tools act in a live run's workspace")
         if tool.acts:
             return (f"tool {tool.name!r} acts on the live environment; this run replays a frozen incident "
                     f"(snapshot {self.snapshot_id}), where nothing can be changed")

@@ -19,6 +19,7 @@ from .base import EvidenceSource, Mode, ToolKind
 if TYPE_CHECKING:
     from ..control import ControlBackend
     from ..scope import Scope
+    from ..workspace import PodmanWorkspace
 
 
 @dataclass(eq=False)
@@ -39,6 +40,8 @@ class LiveEvidence(EvidenceSource):
     """The environment's change journal (environment.json `changes`), inside the run directory."""
     browser_dir: Path | None = None
     """The run's browser captures (run_dir/browser), when the environment has pages a browser uses."""
+    workspace: PodmanWorkspace | None = None
+    """The run's workspace container (environment.json `workspace`, roles/env_workspace), for the terminal tools."""
     mode: ClassVar[Mode] = "live"
     _billing: Any = field(default=None, init=False, repr=False)
 
@@ -54,8 +57,10 @@ class LiveEvidence(EvidenceSource):
 
     def offers(self, tool: ToolKind) -> bool:
         """Billing tools exist only where the environment publishes billing data, cost tools only where it
-        publishes a cost section (autoscaler policy, budgets); an environment that lists its `tool_families`
-        (e.g. FinOps data: billing only) offers just those."""
+        publishes a cost section (autoscaler policy, budgets), terminal tools only where it has a workspace; an
+        environment that lists its `tool_families` (e.g. FinOps data: billing only) offers just those."""
+        if tool.family == "terminal" and self.workspace is None:
+            return False
         families = self.environment.get("tool_families")
         if isinstance(families, list):
             return tool.family in {str(f) for f in families}
@@ -66,6 +71,12 @@ class LiveEvidence(EvidenceSource):
         if tool.family == "cost":
             return self.cost is not None
         return tool.family != "billing" or self.billing_file is not None or self.billing_postgres is not None
+
+    def refusal(self, tool: ToolKind) -> str | None:
+        if tool.family == "terminal" and self.workspace is None:
+            return (f"tool {tool.name!r} is not available: this run has no workspace (the terminal tools act in a "
+                    "DevOps task's workspace container)")
+        return None
 
     def alerts(self) -> list[dict[str, Any]]:
         raw = get_json(self.endpoint("alertmanager"), "/api/v2/alerts",

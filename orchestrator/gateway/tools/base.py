@@ -22,7 +22,8 @@ from ..errors import invalid
 from ..times import parse_time, to_ns
 
 Category = Literal["observe", "control"]
-Family = Literal["alerts", "metrics", "logs", "traces", "topology", "control", "billing", "cost", "changes", "browser"]
+Family = Literal["alerts", "metrics", "logs", "traces", "topology", "control", "billing", "cost", "changes", "browser",
+                 "terminal"]
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import alerts, billing, browser, changes, control, cost, logs, metrics, topology, traces
+from . import alerts, billing, browser, changes, control, cost, logs, metrics, terminal, topology, traces
 from .base import Tool
 
-FAMILIES = (alerts, metrics, logs, traces, topology, changes, browser, control, billing, cost)
+FAMILIES = (alerts, metrics, logs, traces, topology, changes, browser, control, billing, cost, terminal)
 """Family modules in the order their tools are listed (agents and the OpenAPI document see this order)."""
 
 TOOLS: tuple[Tool[Any], ...] = tuple(t for family in FAMILIES for t in family.TOOLS)
