@@ -266,10 +266,10 @@ class PodmanWorkspace:
     root: str = "/workspace"
     uid: int = 1000
     gid: int | None = None
-    user: str | None = None
     env: Mapping[str, str] | None = None
     """The podman environment (CONTAINERS_CONF, CONTAINERS_STORAGE_CONF); default: the project's, as the roles use."""
     podman: str = "podman"
+    flood_limit: int = FLOOD_LIMIT
     _env_cache: dict[str, str] | None = field(default=None, init=False, repr=False)
 
     @classmethod
@@ -279,8 +279,7 @@ class PodmanWorkspace:
             return None
         uid = int(section.get("uid", 1000))
         return cls(container=str(section["container"]), root=str(section.get("root") or "/workspace"), uid=uid,
-                   gid=int(section["gid"]) if section.get("gid") is not None else None,
-                   user=str(section["user"]) if section.get("user") else None)
+                   gid=int(section["gid"]) if section.get("gid") is not None else None)
 
     def _environment(self) -> dict[str, str]:
         if self._env_cache is None:
@@ -292,10 +291,9 @@ class PodmanWorkspace:
             self._env_cache = {**os.environ, **extra}
         return self._env_cache
 
-    def _argv(self, script: str, args: Sequence[str], *, interactive: bool = False, user: str | None = None
-              ) -> list[str]:
+    def _argv(self, script: str, args: Sequence[str], *, interactive: bool = False) -> list[str]:
         return [self.podman, "exec", *(["-i"] if interactive else []), "--user",
-                user or f"{self.uid}:{self.gid if self.gid is not None else self.uid}", "--workdir", "/",
+                f"{self.uid}:{self.gid if self.gid is not None else self.uid}", "--workdir", "/",
                 self.container, "sh", "-c", _BOOT, "opsbench-terminal", script, *args]
 
     def _cwd(self) -> str | None:
@@ -322,7 +320,7 @@ class PodmanWorkspace:
 
     def _run(self, script: str, asked: str, args: Sequence[str], *, caps: tuple[int, int],
              deadline_s: float = SCRIPT_TIMEOUT_S, stdin: bytes | None = None, field_name: str = "path",
-             retry: bool = True) -> tuple[list[str], bytes, Streamed]:
+             retry: bool = True, flood_limit: int = FLOOD_LIMIT) -> tuple[list[str], bytes, Streamed]:
         """Run one script on the workspace path `asked` (the first script argument, resolved inside the
         container); returns the header's fields, the stdout after the header and the raw outcome. A refusal in the
         header raises the matching ToolError naming the path. A script that could not start for want of a pid is
@@ -333,7 +331,7 @@ class PodmanWorkspace:
         while True:
             try:
                 out = stream(argv, self._environment(), caps=caps, deadline_s=deadline_s, stdin=stdin,
-                             cwd=self._cwd())
+                             flood_limit=flood_limit, cwd=self._cwd())
             except OSError as exc:
                 raise ToolError("backend_error", f"podman exec failed: {exc}") from None
             header, sep, rest = out.stdout.partition(b"\n")
@@ -373,7 +371,7 @@ class PodmanWorkspace:
         fields, rest, out = self._run(_EXEC, cwd, [str(int(timeout_s)), marker, command,
                                                    "1" if keep_background else "0"],
                                       caps=(max_output + 8192, max_output), deadline_s=timeout_s + GRACE_S,
-                                      field_name="cwd")
+                                      field_name="cwd", flood_limit=self.flood_limit)
         if out.deadline_hit or out.flooded:
             self._sweep(marker)
         stdout_total = out.stdout_total - (len(out.stdout) - len(rest))  # without the script's header line
@@ -385,6 +383,7 @@ class PodmanWorkspace:
             "timed_out": timed_out,
             "duration_s": out.duration_s,
             "cwd": self.display(" ".join(fields[1:])),
+            "shell": fields[0],
             "stdout": _text(stdout),
             "stderr": _text(stderr),
             "truncated": bool(dropped_out or dropped_err),
@@ -398,7 +397,8 @@ class PodmanWorkspace:
             notes.append(f"the command ran past its timeout of {timeout_s} s and was killed (SIGKILL to its process "
                          "group and to every process it started)")
         if out.flooded:
-            notes.append(f"the command wrote more than {FLOOD_LIMIT // (1024 * 1024)} MiB of output and was killed")
+            notes.append(f"the command wrote more than {self.flood_limit} bytes of output and was killed with "
+                         "everything it started")
         if dropped_out or dropped_err:
             notes.append(f"output truncated to the first {max_output} bytes of each stream: {dropped_out} bytes of "
                          f"stdout and {dropped_err} bytes of stderr were dropped")

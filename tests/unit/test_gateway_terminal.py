@@ -23,6 +23,7 @@ from orchestrator import paths
 from orchestrator.gateway import Gateway, GatewayOptions, load_context
 from orchestrator.gateway.evidence.frozen import FrozenEvidence
 from orchestrator.gateway.tools.terminal import READ_CAP
+from orchestrator.gateway.workspace import PodmanWorkspace, stream
 from orchestrator.runner import ansible_env
 
 IMAGE = "localhost/opsbench-base:current"
@@ -171,6 +172,30 @@ def test_an_output_flood_is_capped_and_says_so(gw: Gateway) -> None:
     assert f"{total - 65536} bytes of stdout" in out["note"]
     small = ok(gw, "exec", command="seq 1 100000", max_output_bytes=1024)
     assert len(small["stdout"]) == 1024 and small["stdout_dropped_bytes"] == small["stdout_bytes"] - 1024
+
+
+def test_a_command_that_never_stops_writing_is_stopped(gw: Gateway, container: str) -> None:
+    """Past its caps the output is only counted; past the flood limit (256 MiB; 4 MiB here) the command is killed
+    from the gateway's side, and what it started with it."""
+    small = PodmanWorkspace(container, flood_limit=4 * 1024 * 1024)
+    out = small.exec("yes", timeout_s=60)
+    assert out["exit_code"] is None and out["timed_out"] is False and out["duration_s"] < 30
+    assert out["stdout_bytes"] > 4 * 1024 * 1024 - 4096 and len(out["stdout"]) == 65536 and out["truncated"] is True
+    assert "4194304 bytes of output and was killed" in out["note"]
+    assert processes(gw) == []
+
+
+def test_streaming_keeps_the_caps_and_stops_at_the_deadline_or_the_flood_limit() -> None:
+    env = dict(os.environ)
+    out = stream(["sh", "-c", "head -c 100000 /dev/zero; echo err >&2"], env, caps=(1000, 10), deadline_s=10)
+    assert (out.returncode, len(out.stdout), out.stdout_total, out.stderr, out.stderr_total) == (
+        0, 1000, 100000, b"err\n", 4)
+    out = stream(["sleep", "30"], env, caps=(10, 10), deadline_s=0.5)
+    assert out.deadline_hit and out.returncode is None and out.duration_s < 5
+    out = stream(["yes"], env, caps=(10, 10), deadline_s=30, flood_limit=1_000_000)
+    assert out.flooded and out.returncode is None and out.stdout_total > 1_000_000 and out.stdout == b"y\ny\ny\ny\ny\n"
+    out = stream(["cat"], env, caps=(100, 10), deadline_s=10, stdin=b"fed through stdin")
+    assert out.stdout == b"fed through stdin"
 
 
 def test_a_fork_bomb_is_contained_and_the_workspace_stays_usable(gw: Gateway) -> None:
