@@ -3,14 +3,15 @@
 A DevOps task's environment (roles/env_workspace) starts one container per run and publishes it in environment.json
 as `workspace: {container, root, user, uid[, gid], projects}`. Every terminal call is one `podman exec` into that
 container as the unprivileged user, running a small POSIX shell script (coreutils and findutils only, so any Debian
-image serves) that first resolves the path it was given *inside the container* (`realpath`, so a symlink is judged
-where it lives) and refuses anything that does not lie under the workspace root. The script answers a header line
-on stdout (`OPSBENCH-OK ...` or `OPSBENCH-ERR <why>`) before anything else; the exit code and stderr of a command
-follow the header unchanged.
+image serves; under bash where there is one, see `_BOOT`) that first resolves the path it was given *inside the
+container* (`realpath`, so a symlink is judged where it lives) and refuses anything that does not lie under the
+workspace root. The script answers a header line on stdout (`OPSBENCH-OK ...` or `OPSBENCH-ERR <why>`) before
+anything else; the exit code and stderr of a command follow the header unchanged.
 
 `exec` runs the command under `timeout -s KILL`, which kills the command's whole process group when the time is up;
 the script then kills whatever is left that carries the call's marker variable (a process that left the group with
-`setsid` or `nohup`), so the workspace stays usable. The gateway reads the output as it streams, keeps at most the
+`setsid` or `nohup`), so the workspace stays usable. It does the same when the command returns, unless asked to
+keep what it started in the background. The gateway reads the output as it streams, keeps at most the
 cap of each stream and counts the rest; a command that floods more than `FLOOD_LIMIT` bytes is stopped the same
 way. The gateway's own deadline (the command's timeout plus a grace) kills the `podman exec` client if the container
 does not answer at all.
@@ -82,7 +83,7 @@ if command -v bash >/dev/null 2>&1; then shell=bash; else shell=sh; fi
 printf 'OPSBENCH-OK %s %s\n' "$shell" "$r"
 env OPSBENCH_EXEC_ID="$3" timeout -s KILL "$2" "$shell" -c "$4" </dev/null &
 pid=$!
-wait "$pid"
+wait "$pid" 2>/dev/null
 rc=$?
 if [ "$rc" -eq 137 ] || [ "$5" = 0 ]; then
   kill -9 -- "-$pid" 2>/dev/null
