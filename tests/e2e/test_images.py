@@ -30,7 +30,8 @@ pytestmark = [
                        reason="image builds need root on Debian/Ubuntu"),
 ]
 
-IMAGES = ("opsbench-base", "opsbench-infra", "opsbench-pyruntime", "opsbench-shop", "opsbench-cishost")
+IMAGES = ("opsbench-base", "opsbench-infra", "opsbench-pyruntime", "opsbench-shop", "opsbench-cishost",
+          "opsbench-workspace")
 WARM_RUN_LIMIT = 90.0  # seconds; measured ~15 s for ansible-playbook, plus ansible-runner's start
 
 

@@ -1,0 +1,3 @@
+module opsbench.local/ratelimit
+
+go 1.19
