@@ -62,8 +62,9 @@ def build_server(gateway: Gateway) -> Server[Any]:
         "opsbench-gateway",
         version="1",
         instructions="Tools to investigate and mitigate an incident in one OpsBench run: alerts, metrics, logs, "
-                     "traces, topology and scoped control actions. Long lists are paged: pass `next_page` back "
-                     "as `page` with the same other arguments.",
+                     "traces, topology and scoped control actions; in a DevOps run, a shell and file tools in its "
+                     "workspace. Long lists are paged: pass `next_page` back as `page` with the same other "
+                     "arguments.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

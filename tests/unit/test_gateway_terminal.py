@@ -153,6 +153,13 @@ def test_a_command_past_its_timeout_is_killed_with_everything_it_started(gw: Gat
     assert ok(gw, "exec", command="echo fine")["stdout"] == "fine\n", "the workspace stays usable"
 
 
+def test_a_command_never_runs_past_the_runs_deadline(run_dir: Path) -> None:
+    late = gateway(run_dir, deadline=NOW + 2)  # the gateway's clock stands at NOW
+    out = ok(late, "exec", command="sleep 100", timeout=600)
+    assert out["timed_out"] is True and out["timeout_s"] == 2 and out["duration_s"] < 10
+    assert "the run's deadline comes first" in out["note"]
+
+
 def test_background_processes_are_killed_with_the_command_unless_kept(gw: Gateway) -> None:
     assert ok(gw, "exec", command="sleep 1003 & echo started")["stdout"] == "started\n"
     assert processes(gw) == []

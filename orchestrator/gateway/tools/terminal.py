@@ -15,6 +15,7 @@ non-DevOps environment) and a frozen replay offer none of the four: calling one 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field
@@ -71,9 +72,18 @@ class ListFilesArgs(Args):
 
 
 def exec_command(ctx: RunContext, args: ExecArgs) -> ToolResult:
+    """Run the command; its timeout never reaches past the run's deadline (a call accepted just before it cannot
+    keep working for ten more minutes)."""
     workspace = ctx.evidence.require_workspace()
-    return ToolResult(workspace.exec(args.command, args.cwd, args.timeout, args.max_output_bytes,
-                                     args.keep_background))
+    timeout = args.timeout
+    if ctx.options.deadline is not None:
+        timeout = max(1, min(timeout, math.ceil(ctx.options.deadline - ctx.clock())))
+    result = workspace.exec(args.command, args.cwd, timeout, args.max_output_bytes, args.keep_background)
+    if timeout < args.timeout:
+        result["timeout_s"] = timeout
+        note = f"the timeout was cut to {timeout} s: the run's deadline comes first"
+        result["note"] = f"{result['note']}; {note}" if result.get("note") else note
+    return ToolResult(result)
 
 
 def read_file(ctx: RunContext, args: ReadFileArgs) -> ToolResult:
