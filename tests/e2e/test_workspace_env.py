@@ -120,6 +120,10 @@ def test_deploy_publishes_a_locked_down_workspace(ws: Workspace) -> None:
         "container": f"ob-{ws.run_id}-workspace", "root": "/workspace", "user": "dev", "uid": 1000, "gid": 1000,
         "projects": PROJECTS, "tree": str(ws.run_dir / "env" / "workspace"), "baseline": "opsbench-baseline"}
     assert ws.deploy.stats["environment"]["container"] == ws.container
+    topology = ws.environment["topology"]
+    assert {e["id"] for e in topology["entities"]} == {"workspace", *PROJECTS, *(f"{p}-build" for p in PROJECTS)}
+    assert {(e["source"], e["target"]) for e in topology["edges"]} == {
+        *(("workspace", p) for p in PROJECTS), *((p, f"{p}-build") for p in PROJECTS)}
     info = json.loads(ok(podman("container", "inspect", ws.container)))[0]
     host = info["HostConfig"]
     assert info["State"]["Status"] == "running"
