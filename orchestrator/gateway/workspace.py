@@ -355,7 +355,9 @@ class PodmanWorkspace:
             why = fields[1] if len(fields) > 1 else "?"
             resolved = _text(rest)
             shown = repr(asked)
-            if why == "outside" and resolved != asked:
+            if why == "noroot":
+                shown = repr(self.root)
+            elif why == "outside" and resolved != asked:
                 shown += f" (resolved in the workspace: {resolved})"
             elif why in ("noparent", "notdir", "isdir", "denied") and self.display(resolved) != asked:
                 shown = repr(self.display(resolved))

@@ -305,10 +305,12 @@ def test_terminal_tools_exist_only_in_a_live_run_with_a_workspace(gw: Gateway, t
     assert "no workspace" in refused(frozen, "exec", {"command": "ls"}, "denied")
 
 
-def test_a_vanished_container_is_a_backend_error(tmp_path: Path) -> None:
+def test_a_vanished_container_or_root_is_a_backend_error(tmp_path: Path, container: str) -> None:
     lost = gateway(write_run(tmp_path / "lost", {"container": "opsbench-test-ws-gone", "root": ROOT, "uid": 1000}))
     assert "cannot be reached" in refused(lost, "exec", {"command": "true"}, "backend_error")
     assert trajectory(lost.ctx.run_dir)[-1]["status"] == "error"
+    rootless = gateway(write_run(tmp_path / "rootless", {"container": container, "root": "/nowhere", "uid": 1000}))
+    assert "'/nowhere' does not exist" in refused(rootless, "list_files", {}, "backend_error")
 
 
 def test_rest_and_mcp_expose_the_terminal_and_log_every_call(run_dir: Path) -> None:
