@@ -246,12 +246,14 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
     if output.get("incident"):
         follow_logs(call, output, alerts, topology)
     # The browser's view, where the run has one (get_cuj_report refused otherwise: nothing changes).
-    backend_roots = any(e.get("root_cause") and e.get("id") not in EDGE for e in output.get("entities", []))
+    backend_roots = [str(e["id"]) for e in output.get("entities", []) if e.get("root_cause") and e["id"] not in EDGE]
     seen = browser_explain(call, backend_roots)
     if seen is not None and backend_roots:
         output["evidence"] = list(dict.fromkeys([*output.get("evidence", []), *seen["evidence"]]))
         output["explanation"] = f"{output.get('explanation', '')}; in the browser: {seen['explanation']}"
-    elif seen is not None:
+        for found in seen["entities"]:  # a second cause the backend's alerts do not show
+            output["entities"] = [e for e in output["entities"] if e["id"] != found["id"]] + [found]
+    elif seen is not None and seen["entities"]:
         seen["alerts_explained"] = output.get("alerts_explained", [])
         seen["evidence"] = list(dict.fromkeys([*seen["evidence"], *output.get("evidence", [])]))
         output = {"schema": output.get("schema"), **seen}

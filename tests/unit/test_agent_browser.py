@@ -64,12 +64,13 @@ def root(out: dict[str, Any] | None) -> tuple[str, str, str]:
 
 def test_an_error_status_the_frontend_never_answered_is_the_edge() -> None:
     call = FakeCall(network=[net(1, "add-to-cart", "/api/cart", 503)])
-    out = explain(call, backend_roots=False)
+    out = explain(call, backend_roots=())
     assert root(out) == ("gateway", "edge", "error_response")
     assert out is not None and out["evidence"][:2] == ["cuj:checkout:add-to-cart", "net:checkout:add-to-cart:1"]
     assert call.calls.count("get_cuj_report") == 2, "the summary, then the failing journey once"
-    assert explain(FakeCall(network=[net(1, "add-to-cart", "/api/cart", 503)], frontend_errors=2.0),
-                   backend_roots=False) is None, "the frontend's own 5xx: left to the alert walk"
+    own = explain(FakeCall(network=[net(1, "add-to-cart", "/api/cart", 503)], frontend_errors=2.0), backend_roots=())
+    assert own is not None and own["entities"] == [], "the frontend's own 5xx: left to the alert walk"
+    assert own["evidence"] == ["cuj:checkout:add-to-cart", "net:checkout:add-to-cart:1"]
 
 
 @pytest.mark.parametrize(("call", "expected"), [
@@ -90,7 +91,7 @@ def test_an_error_status_the_frontend_never_answered_is_the_edge() -> None:
      ("gateway", "edge", "response_mutation")),
 ])
 def test_edge_fault_types_from_the_symptom(call: FakeCall, expected: tuple[str, str, str]) -> None:
-    assert root(explain(call, backend_roots=False)) == expected
+    assert root(explain(call, backend_roots=())) == expected
 
 
 @pytest.mark.parametrize(("call", "fault_type"), [
@@ -104,29 +105,93 @@ def test_edge_fault_types_from_the_symptom(call: FakeCall, expected: tuple[str, 
     (FakeCall(changes=[RELEASE]), "listener_missing"),
 ])
 def test_a_frontend_release_is_blamed_with_the_symptoms_type(call: FakeCall, fault_type: str) -> None:
-    out = explain(call, backend_roots=False)
+    out = explain(call, backend_roots=())
     assert root(out) == ("frontend", "frontend", fault_type)
     assert out is not None and "change:frontend:product.js:1" in out["evidence"]
 
 
 def test_a_flag_switch_names_its_service() -> None:
     out = explain(FakeCall(network=[net(1, "add-to-cart", "/api/cart", 500)], changes=[RELEASE, FLAG]),
-                  backend_roots=False)
+                  backend_roots=())
     assert root(out) == ("cart", "application", "error_response")
     assert out is not None and "change:flags:cartServiceFailure:1" in out["evidence"]
 
 
 def test_backend_roots_keep_the_alert_walk_and_add_the_browser_evidence() -> None:
-    out = explain(FakeCall(network=[net(1, "add-to-cart", "/api/cart", 500)], changes=[FLAG]), backend_roots=True)
-    assert out is not None and "entities" not in out
+    out = explain(FakeCall(network=[net(1, "add-to-cart", "/api/cart", 500)], changes=[FLAG]),
+                  backend_roots=["recommendation-1"])
+    assert out is not None and out["entities"] == [], "one failing journey: the alert walk's root explains it"
     assert out["evidence"] == ["cuj:checkout:add-to-cart", "net:checkout:add-to-cart:1",
                                "change:flags:cartServiceFailure:1"]
 
 
 def test_nothing_failed_or_nothing_captured_says_nothing() -> None:
-    assert explain(FakeCall(failing=None), backend_roots=False) is None
+    assert explain(FakeCall(failing=None), backend_roots=()) is None
 
     def no_browser(tool: str, **args: Any) -> Any:
         raise ToolError(tool, "not offered")
 
-    assert explain(no_browser, backend_roots=False) is None
+    assert explain(no_browser, backend_roots=()) is None
+
+
+class TwoJourneys:
+    """A gateway whose capture has two failing journeys (a two-cause scenario): name -> (step, assertion, network)."""
+
+    def __init__(self, journeys: dict[str, tuple[str, str, list[dict[str, Any]]]], changes: list[dict[str, Any]],
+                 frontend_errors: float = 0.0) -> None:
+        self.journeys, self.changes, self.frontend_errors = journeys, changes, frontend_errors
+
+    def __call__(self, tool: str, **args: Any) -> Any:
+        if tool == "get_cuj_report" and "journey" not in args:
+            return {"journeys": [{"journey": j, "status": "failed", "failed_step": s}
+                                 for j, (s, _, _) in self.journeys.items()]}
+        if tool == "get_cuj_report":
+            step, assertion, _ = self.journeys[args["journey"]]
+            return {"steps": [{"name": step, "status": "failed", "assertion": assertion}]}
+        if tool == "get_network_requests":
+            return {"items": self.journeys[args["journey"]][2]}
+        if tool == "get_browser_console":
+            return {"items": []}
+        if tool == "get_recent_changes":
+            return {"items": self.changes}
+        if tool == "get_error_rate":
+            return {"services": [{"service": "frontend", "errors_per_s": self.frontend_errors}]}
+        raise ToolError(tool, "not offered")
+
+
+RECS = ("open-product", "at least 1 element matches [data-testid=recommendations] [data-testid=recommendation]", [])
+UNREACHABLE = {"id": "change:flags:paymentServiceUnreachable:1", "kind": "flag", "service": "flags",
+               "summary": "feature flag paymentServiceUnreachable: 'on'",
+               "details": {"flag": "paymentServiceUnreachable", "variant": "on"}}
+
+
+def roots(out: dict[str, Any] | None) -> set[tuple[str, str, str]]:
+    assert out is not None
+    return {(e["id"], e["layer"], e["fault_type"]) for e in out["entities"] if e["root_cause"]}
+
+
+def test_two_causes_a_backend_root_explains_only_the_journey_that_names_it() -> None:
+    call = TwoJourneys({"recommendations": RECS,
+                        "checkout": ("place-order", "the order confirmation is visible",
+                                     [net(1, "place-order", "/api/checkout", 400)])}, [RELEASE])
+    out = explain(call, backend_roots=["recommendation-1"])
+    assert roots(out) == {("frontend", "frontend", "api_contract_drift")}
+    assert out is not None and {"cuj:recommendations:open-product", "cuj:checkout:place-order"} <= set(out["evidence"])
+
+
+def test_two_causes_with_no_backend_root_each_journey_gets_its_own() -> None:
+    call = TwoJourneys({"checkout": ("place-order", "the order confirmation is visible",
+                                     [net(1, "place-order", "/api/checkout", 502)]),
+                        "currency": ("select-eur", "every product-price matches /EUR/", [])},
+                       [UNREACHABLE, RELEASE])
+    assert roots(explain(call)) == {("checkout", "configuration", "wrong_endpoint"),
+                                    ("frontend", "frontend", "storage_inconsistency")}, \
+        "the flag fails requests, so it is not the cause of a journey whose requests all succeeded"
+
+
+def test_two_causes_an_unnamed_symptom_with_every_request_fine_is_the_edge() -> None:
+    call = TwoJourneys({"checkout": ("add-to-cart", "the text of add-status matches /^Added/",
+                                     [net(1, "add-to-cart", "/api/cart", 503)]),
+                        "recommendations": RECS}, [], frontend_errors=1.5)
+    out = explain(call, backend_roots=["redis-1"])
+    assert roots(out) == {("gateway", "edge", "response_mutation")}, "the cart's 503s stay the alert walk's (redis)"
