@@ -297,3 +297,7 @@ def test_teardown_leaves_nothing(ws: Workspace) -> None:
     assert not (ws.run_dir / "env").exists() and not (ws.run_dir / "environment.json").exists()
     assert ws.run_id not in subprocess.run(["pgrep", "-af", ws.run_id], capture_output=True, text=True,
                                            check=False).stdout
+    # A second teardown (`opsbench cleanup` after an interrupted one) finds nothing to do.
+    changed: list[str] = []
+    again = ws.step("teardown", "teardown.yml", changed)
+    assert again.ok and changed == [], (again.failures, changed)
