@@ -40,6 +40,8 @@ SERIAL_GROUPS = {
     "tests/e2e/test_awx_contract.py": "e2e-hosts",
     "tests/e2e/": "e2e",
     "tests/unit/test_k8s_offline.py": "k8s_offline",
+    "tests/unit/test_isolation_audit.py": "isolation_audit",  # its table test reads what the cells recorded
+    "tests/unit/test_gateway_terminal.py": "terminal",  # one workspace container for the module
 }
 
 

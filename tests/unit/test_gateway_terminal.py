@@ -31,8 +31,6 @@ ROOT = "/workspace"
 TERMINAL = {"exec", "read_file", "write_file", "list_files"}
 PS = "for p in /proc/[0-9]*; do printf '%s ' \"${p#/proc/}\"; tr '\\0\\n' '  ' < $p/cmdline; echo; done"
 
-pytestmark = pytest.mark.xdist_group("terminal")  # one container for the module under `make test` (loadgroup)
-
 
 def podman_env() -> dict[str, str]:
     return {**os.environ, **{k: v for k, v in ansible_env().items() if k.startswith("CONTAINERS_")}}
@@ -64,7 +62,7 @@ def container() -> Iterator[str]:
         pytest.skip(why)
     name = f"opsbench-test-ws-{uuid.uuid4().hex[:8]}"
     try:
-        podman("run", "-d", "--name", name, "--network", "none", "--pids-limit", "256", "--memory", "256m", "--init",
+        podman("run", "-d", "--name", name, "--network", "none", "--pids-limit", "64", "--memory", "256m", "--init",
                "--tmpfs", f"{ROOT}:rw,size=128m,mode=0755", "--label", "opsbench.test=terminal", IMAGE,
                "sleep", "infinity")
         podman("exec", "--user", "0", name, "chown", "1000:1000", ROOT)
