@@ -123,3 +123,28 @@ def test_the_sync_script_copies_changed_files_only(tmp_path: Path) -> None:
             rel = src.relative_to(PROJECTS_DIR)
             if src.is_file() and not any(part in ("__pycache__", ".ruff_cache") for part in rel.parts):
                 assert (dest / rel).read_bytes() == src.read_bytes(), rel
+
+
+def test_the_sync_script_never_writes_through_a_symlink_in_the_tree(tmp_path: Path) -> None:
+    """A directory of the tree replaced by a symlink (the workspace user can make one) does not lead the copy, which
+    runs as root on the host, outside the tree."""
+    script = ROLE / "files" / "sync_projects.sh"
+    dest, outside = tmp_path / "tree", tmp_path / "outside"
+    (dest / "ratelimit").mkdir(parents=True)
+    outside.mkdir()
+    (dest / "ratelimit" / "cmd").symlink_to(outside, target_is_directory=True)
+    uid = str(tmp_path.stat().st_uid)
+    proc = subprocess.run(["sh", str(script), str(PROJECTS_DIR), str(dest), uid, "ratelimit"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 3 and f"symlink {dest}/ratelimit/cmd" in proc.stderr, proc
+    assert list(outside.iterdir()) == []
+    # A file of the tree replaced by a symlink is replaced in turn, never written through.
+    target = outside / "passwd"
+    target.write_text("host file\n")
+    (dest / "invoicer").mkdir()
+    (dest / "invoicer" / "pyproject.toml").symlink_to(target)
+    subprocess.run(["sh", str(script), str(PROJECTS_DIR), str(dest), uid, "invoicer"], capture_output=True, check=True)
+    assert target.read_text() == "host file\n"
+    copied = dest / "invoicer" / "pyproject.toml"
+    assert not copied.is_symlink()
+    assert copied.read_bytes() == (PROJECTS_DIR / "invoicer" / "pyproject.toml").read_bytes()
