@@ -32,7 +32,7 @@ def find_scenario(name: str) -> Scenario:
 
 
 def domain_scenarios(domain: str) -> list[Scenario]:
-    """Every scenario of ``domain`` (SRE, CISO, FinOps), each validated."""
+    """Every scenario of ``domain`` (SRE, CISO, FinOps, DevOps), each validated."""
     return [find_scenario(str(f)) for f in spec_files()
             if load_scenario(f).data.get("metadata", {}).get("domain") == domain]
 

@@ -140,7 +140,7 @@ def _rows(node: dict[str, Any], prefix: str, required: set[str], defs: dict[str,
 
 OUTPUT_SCHEMAS = (
     ("diagnosis_output", "diagnose"), ("mitigation_output", "mitigate"), ("ciso_output", "assess"),
-    ("finops_output", "analyze"), ("trajectory_record", None),
+    ("finops_output", "analyze"), ("fix_output", "fix"), ("tests_output", "write-tests"), ("trajectory_record", None),
 )
 
 

@@ -61,8 +61,9 @@ WORLD_EVALUATORS = frozenset({"evaluate_mitigation", "evaluate_cost", "evaluate_
 faults stay in. Any other evaluator scores only files (the agent's output, its trajectory, the ground truth), so a
 trial on a kept environment removes its faults while the agent is scored (`Run.execute_trial`).
 tests/unit/test_lifecycle_overlap.py fails when an evaluator role reads the world without being listed here."""
-LIVE_ONLY_KINDS = frozenset({"mitigate"})
-"""Task kinds that need the live world (a mitigation, a cost mitigation, is scored by what it changed)."""
+LIVE_ONLY_KINDS = frozenset({"mitigate", "fix", "write-tests"})
+"""Task kinds that need the live world (a mitigation, a cost mitigation, is scored by what it changed; a DevOps fix
+or tests by building and testing the agent's workspace tree)."""
 # Undo step -> the step whose start makes it necessary.
 UNDOES = {"revoke": "handover", "remove": "inject", "teardown": "deploy"}
 DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}

@@ -1,9 +1,10 @@
 """``opsbench validate``: JSON Schema plus the semantic checks a schema cannot express.
 
 Semantic checks: roles exist and accept the given args (Ansible's own argument-spec
-validator), complexity agrees with ITBench Eq. 6, names are unique, ids are registered
-and never reused with a new meaning, and ground-truth entities exist in the topology the
-environment declares.
+validator), complexity agrees with ITBench Eq. 6, names are unique, the tasks' kinds can
+share one output file, ids are registered and never reused with a new meaning, and
+ground-truth entities exist in the topology the environment declares. (A DevOps spec's
+class is one of the DevOps classes: the schema checks that.)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from orchestrator import paths
 from orchestrator.argspecs import check_role_args, role_dir, value_kind
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import Problem, SpecInvalid
+from orchestrator.evaluation.outputs import shared_output_conflicts
 from orchestrator.schemacheck import json_path, schema_problems
 from orchestrator.spec import Scenario, environment_role, spec_files
 from orchestrator.yamlfile import read_yaml
@@ -81,6 +83,7 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
     for i, ev in enumerate(scn.evaluators):
         out += _role_problems(f, f"$.evaluation.evaluators[{i}].params", ev["role"], "main", ev["params"])
     out += _duplicates(f, "$.tasks", [t["id"] for t in data["tasks"]])
+    out += [Problem(f, "$.tasks", msg) for msg in shared_output_conflicts([t["kind"] for t in data["tasks"]])]
 
     out += registry_problems(scn)
     out += ground_truth_problems(scn)

@@ -8,7 +8,8 @@ after its trials (the frozen Prometheus stops), and after Ctrl-C, a timeout or, 
 a time: trials on one host share its run directory) and hosts of different snapshots run at once.
 
 Everything that can be refused is refused before anything starts: an unusable snapshot (format.verify), a
-scenario whose tasks need the live world (mitigate: scored by what the agent changed), no `prometheus` binary.
+scenario whose tasks need the live world (mitigate, fix, write-tests: scored by what the agent changed), no
+`prometheus` binary.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def not_replayable(scn: Scenario) -> str | None:
     kinds = sorted({t["kind"] for t in scn.data["tasks"]} - REPLAYABLE_KINDS)
     if kinds:
         return (f"has {', '.join(kinds)} task(s): a frozen incident can only pose "
-                f"{', '.join(sorted(REPLAYABLE_KINDS))} tasks (mitigation needs the live world)")
+                f"{', '.join(sorted(REPLAYABLE_KINDS))} tasks (mitigation and DevOps work need the live world)")
     return None
 
 

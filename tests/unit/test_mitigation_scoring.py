@@ -86,6 +86,8 @@ def test_missing_or_malformed_report_fails_whatever_the_state(tmp_path: Path) ->
      {"artifacts": [{"kind": "docx", "content": "x"}]}),
     ("analyze", {"anomalies": [{"entity": "svc-a", "amount": 12.5}]}, {"notes": "nothing"}),
     ("mitigate", {"actions": [], "plan": "wait"}, {"plan": "wait"}),
+    ("fix", {"summary": "pinned the plugin version", "changed_files": ["stockkeeper/pom.xml"]}, {"changed_files": []}),
+    ("write-tests", {"test_files": ["invoicer/tests/test_terms.py"]}, {"test_files": []}),
 ])
 def test_every_task_kind_has_a_schema(tmp_path: Path, kind: str, good: dict[str, Any], bad: dict[str, Any]) -> None:
     assert schema_errors(good, kind) == []

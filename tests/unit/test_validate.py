@@ -101,8 +101,8 @@ def test_spec_that_is_not_a_mapping(spec_copy):
         (lambda d: d["faults"][0].update(when="now"), "$.faults[0]", "'when' was unexpected"),
         (lambda d: d["budget"].update(wallClockSeconds="ten"), "$.budget.wallClockSeconds",
          "'ten' is not of type 'integer'"),
-        (lambda d: d["metadata"].update(domain="DevOps"), "$.metadata.domain",
-         "'DevOps' is not one of ['SRE', 'CISO', 'FinOps']"),
+        (lambda d: d["metadata"].update(domain="Sales"), "$.metadata.domain",
+         "'Sales' is not one of ['SRE', 'CISO', 'FinOps', 'DevOps']"),
         (lambda d: d["checks"]["baseline"][0].update(role="http_check"),
          "$.checks.baseline[0].role", "does not match"),
         (lambda d: d.pop("budget"), "$", "'budget' is a required property"),
@@ -345,7 +345,7 @@ def test_cli_rejects_a_broken_spec(spec_copy):
 
 
 def test_cli_json_output(spec_copy):
-    spec_copy.edit(lambda d: d["metadata"].update(domain="DevOps"))
+    spec_copy.edit(lambda d: d["metadata"].update(domain="Sales"))
     result = CliRunner().invoke(main, ["validate", "--json", str(spec_copy.spec)])
     assert result.exit_code == 1
     report = json.loads(result.stdout)
