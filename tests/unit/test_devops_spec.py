@@ -15,6 +15,9 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from fuzzing import cases
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator import paths
 from orchestrator.docgen import OUTPUT_SCHEMAS
@@ -324,3 +327,31 @@ def test_the_pipeline_companion_fields_match_their_own_schemas() -> None:
         assert shape(fix[name]) == shape(tests[name]), name
     for name in ("changed_files", "commands", "notes", "summary"):
         assert shape(tests[name]) == shape(fix[name]), name
+
+
+# --- whatever an agent writes --------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12)
+FIELDS = sorted({*load_schema("fix_output")["properties"], *load_schema("tests_output")["properties"], "diff"})
+SHAPED = st.dictionaries(st.sampled_from(FIELDS), JSON | st.lists(st.sampled_from(["a/b.py", "../x", "/etc/x", ""])),
+                         max_size=6)
+
+
+@settings(max_examples=cases("OPSBENCH_FUZZ_DEVOPS_OUTPUTS", 300), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(output=SHAPED | JSON, raw=st.booleans())
+def test_any_output_loads_as_scored_or_malformed_with_a_located_reason(tmp_path: Path, output: Any,
+                                                                       raw: bool) -> None:
+    file = tmp_path / "output.json"
+    file.write_text(str(output) if raw else json.dumps(output))
+    for kind in ("fix", "write-tests"):
+        loaded = load_output(file, kind)
+        assert loaded.status in {"scored", "malformed"}
+        if loaded.status == "scored":
+            assert isinstance(loaded.output, dict) and schema_errors(loaded.output, kind) == []
+        else:
+            assert loaded.reason.startswith(("output is not JSON: ", f"output does not match the {SCHEMAS[kind]} "
+                                                                      "schema at ")), loaded.reason
