@@ -301,7 +301,9 @@ def test_the_agent_reaches_its_gateway_and_nothing_else_on_the_host(agent_dir: P
     net = result.isolation["network"]
     assert net["mode"] == "egress" and sorted(net["host_ports"]) == sorted([gateway.port, llm.port])
     assert survived, "the agent's network unmounted the host's netns (containers/libpod#4113)"
-    left = subprocess.run(["pgrep", "-af", "slirp4netns"], capture_output=True, text=True, check=False).stdout
+    # This test's slirp4netns is a child of this process (unshare execs it); other workers' agents have their own.
+    left = subprocess.run(["pgrep", "-af", "-P", str(os.getpid()), "slirp4netns"], capture_output=True, text=True,
+                          check=False).stdout
     assert str(agent_dir.parent / "agent-network.log") not in left and "tap0" not in left, left
 
 
