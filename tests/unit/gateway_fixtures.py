@@ -248,3 +248,17 @@ def serve_gateway(gateway: Gateway) -> tuple[uvicorn.Server, threading.Thread, s
         assert time.monotonic() < deadline, "gateway did not start"
         time.sleep(0.02)
     return server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def ok_result(gw: Gateway, tool: str, **args: Any) -> Any:
+    """Call `tool` in-process; it must answer, and its result is returned."""
+    outcome = gw.call(tool, args)
+    assert outcome.ok, outcome.body()
+    return outcome.result
+
+
+def refusal(gw: Gateway, tool: str, args: dict[str, Any], code: str) -> str:
+    """Call `tool` in-process; it must refuse with `code`, and the message is returned."""
+    outcome = gw.call(tool, args)
+    assert not outcome.ok and outcome.error is not None and outcome.error.code == code, outcome.body()
+    return outcome.error.message

@@ -7,11 +7,12 @@ import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cuj_fixtures import BASE, PNG, write_capture
 from gateway_fixtures import NOW, Clock, FakeObservability, make_gateway, make_run_dir
+from gateway_fixtures import ok_result as ok
+from gateway_fixtures import refusal as refused
 
 from orchestrator.gateway import Gateway
 from orchestrator.gateway.evidence.frozen import FrozenEvidence
@@ -53,18 +54,6 @@ def browser_run(tmp_path: Path, obs: FakeObservability, *, capture: bool = True)
 @pytest.fixture
 def gw(tmp_path: Path, obs: FakeObservability) -> Gateway:
     return make_gateway(browser_run(tmp_path, obs))
-
-
-def ok(gw: Gateway, tool: str, **args: Any) -> Any:
-    outcome = gw.call(tool, args)
-    assert outcome.ok, outcome.body()
-    return outcome.result
-
-
-def refused(gw: Gateway, tool: str, args: dict[str, Any], code: str) -> str:
-    outcome = gw.call(tool, args)
-    assert not outcome.ok and outcome.error is not None and outcome.error.code == code, outcome.body()
-    return outcome.error.message
 
 
 def test_browser_and_changes_tools_are_offered_only_where_the_environment_has_them(tmp_path: Path,

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 from gateway_fixtures import NOW, TOKEN, Clock, serve_gateway, trajectory
+from gateway_fixtures import ok_result as ok
+from gateway_fixtures import refusal as refused
 
 from orchestrator import paths
 from orchestrator.gateway import Gateway, GatewayOptions, load_context
@@ -96,18 +98,6 @@ def run_dir(container: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def gw(run_dir: Path) -> Gateway:
     return gateway(run_dir)
-
-
-def ok(gw: Gateway, tool: str, **args: Any) -> Any:
-    outcome = gw.call(tool, args)
-    assert outcome.ok, outcome.body()
-    return outcome.result
-
-
-def refused(gw: Gateway, tool: str, args: dict[str, Any], code: str) -> str:
-    outcome = gw.call(tool, args)
-    assert not outcome.ok and outcome.error is not None and outcome.error.code == code, outcome.body()
-    return outcome.error.message
 
 
 def processes(gw: Gateway) -> list[str]:
