@@ -10,8 +10,10 @@ written before each step, so after a SIGKILL ``opsbench cleanup`` finishes the s
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sys
@@ -42,10 +44,16 @@ PLAYBOOKS = {
     "snapshot": "snapshot_record.yml",
     # A replay trial's collect, evaluate and revoke in one invocation (see FINISH_STEPS).
     "finish": "finish.yml",
+    # verify-scenarios on a scenario with a reference solution: evaluate the untouched incident (must not pass),
+    # apply the reference (`solve`), evaluate again (must pass). See `Run.trial`.
+    "evaluate_untouched": "evaluate.yml", "solve": "solve.yml", "evaluate_reference": "evaluate.yml",
 }
 # One trial on an environment that stays up (verify-scenarios, campaigns): no agent, no deploy.
 TRIAL_FORWARD = ["baseline", "inject", "manifestation"]
 TRIAL_CLEANUP = ["remove", "recovery", "pristine"]
+# After manifestation, on a scenario with a reference solution: the untouched incident must fail its evaluation, the
+# reference must pass it.
+REFERENCE_STEPS = ["evaluate_untouched", "solve", "evaluate_reference"]
 # One replay trial on a frozen environment (roles/env_snapshot): the incident was recorded at handover, so there is
 # nothing to inject or remove; revoke is its only undo step, and the host's teardown stops the frozen Prometheus.
 # Two playbook invocations instead of five (each costs 2-5 s of start-up on 2 cores): handover, then `finish`
@@ -56,7 +64,7 @@ FINISH_STEPS = ["collect", "evaluate", "revoke"]
 FINISH_STATS = {"collect": ("collect",), "evaluate": ("evaluations",), "revoke": ("revoke",)}
 """Which of the finish playbook's set_stats keys belong to which of its steps."""
 SNAPSHOT_ROLE = "env_snapshot"
-WORLD_EVALUATORS = frozenset({"evaluate_mitigation", "evaluate_cost", "evaluate_ciso_kyverno"})
+WORLD_EVALUATORS = frozenset({"evaluate_mitigation", "evaluate_cost", "evaluate_ciso_kyverno", "evaluate_workspace"})
 """Evaluator roles that read the live environment (Prometheus, the cluster): while one of them is still to run, the
 faults stay in. Any other evaluator scores only files (the agent's output, its trajectory, the ground truth), so a
 trial on a kept environment removes its faults while the agent is scored (`Run.execute_trial`).
@@ -325,6 +333,13 @@ class Run:
             ev["opsbench_tool_profile"] = self.state.get("tool_profile", "full")
             if self.state.get("visible_since") is not None:
                 ev["opsbench_visible_since"] = self.state["visible_since"]
+        elif step == "solve":
+            ev["opsbench_reference"] = v.get("reference", [])
+        elif step in ("evaluate_untouched", "evaluate_reference"):
+            # The scenario's own evaluators: the process metrics need an agent's trajectory, which a check has not.
+            ev["opsbench_evaluators"] = [e for e in v["evaluators"] if e["role"] != "evaluate_process"]
+            ev["opsbench_ground_truth"] = v["ground_truth"]
+            ev["opsbench_timeline"] = {}
         elif step in ("evaluate", "finish"):
             ev["opsbench_evaluators"] = v["evaluators"]
             ev["opsbench_ground_truth"] = v["ground_truth"]
@@ -450,8 +465,6 @@ class Run:
 
     def _remote_agent(self, agent_dir: Path, budget: int) -> AgentResult:
         """Hand the manifest to the remote agent through the agent API and wait for it."""
-        import json
-
         from orchestrator.agent_api import wait_for_remote
         assert self.remote is not None
         manifest = json.loads((agent_dir / "manifest.json").read_text())
@@ -662,8 +675,10 @@ class Run:
                                for c in scn.checks(phase)]
                        for phase in ("baseline", "manifestation", "recovery")}
         v["ground_truth"] = str(scn.ground_truth_path.resolve())
+        v["evaluators"] = evaluator_vars(scn)
+        v["reference"] = reference_vars(scn)
         self.state["scenario_id"] = scn.id
-        trial_steps = set(TRIAL_FORWARD + TRIAL_CLEANUP)
+        trial_steps = set(TRIAL_FORWARD + TRIAL_CLEANUP + REFERENCE_STEPS)
         self.state["started"] = [s for s in self.state["started"] if s not in trial_steps]
         self.state["done"] = [s for s in self.state["done"] if s not in trial_steps]
         for step in trial_steps:
@@ -698,6 +713,8 @@ class Run:
             if step == "remove":  # the no-op removal must not count as the trial's removal
                 self.state["done"] = [s for s in self.state["done"] if s != "remove"]
                 self.state["started"] = [s for s in self.state["started"] if s != "remove"]
+        if outcome == "passed" and scn.reference and not self._interrupted():
+            outcome, reason = self._prove_reference(len(forward), total)
         if "inject" in self.state["started"]:
             self._restore(len(forward) + 1, total)
         if "pristine" not in self.state["results"]:  # the removal failed, or nothing was injected
@@ -711,7 +728,28 @@ class Run:
             outcome, reason = "failed", "leftovers: " + "; ".join(leftovers)[:500]
         return {"outcome": outcome, "reason": reason, "leftovers": leftovers,
                 "results": {k: v for k, v in self.state["results"].items()
-                            if k in TRIAL_FORWARD + TRIAL_CLEANUP}}
+                            if k in TRIAL_FORWARD + TRIAL_CLEANUP + REFERENCE_STEPS}}
+
+    def _prove_reference(self, index: int, total: int) -> tuple[str, str]:
+        """The incident untouched must fail its evaluation; with the reference solution applied it must pass.
+        Returns the trial's (outcome, reason). Earlier trials' answers and scores on this environment go first."""
+        for name in ("artifacts", "evaluation", "agent"):
+            shutil.rmtree(self.run_dir / name, ignore_errors=True)
+        verdicts: dict[str, bool | None] = {}
+        for step in REFERENCE_STEPS:
+            result = self._step(step, index, total)
+            if result.status != "successful":
+                return _failure_status(step, result)
+            if step != "solve":
+                verdicts[step] = decided_pass(result.stats.get("evaluations", {}))
+        if verdicts["evaluate_untouched"] is not False:
+            return "failed", ("the untouched incident is not scored as a failure "
+                              f"({'passed' if verdicts['evaluate_untouched'] else 'no deciding score'}): "
+                              "an agent that does nothing would pass")
+        if verdicts["evaluate_reference"] is not True:
+            detail = json.dumps(self.state["results"]["evaluate_reference"]["stats"].get("evaluations", {}))[:400]
+            return "failed", f"the reference solution does not pass: {detail}"
+        return "passed", ""
 
     def pending_cleanup(self) -> list[str]:
         started, done = set(self.state["started"]), set(self.state["done"])
@@ -795,8 +833,16 @@ def _failure_status(step: str, result: StepResult) -> tuple[str, str]:
     return "error", f"step {step} {result.status}: {why}"
 
 
+def decided_pass(evaluations: dict[str, Any]) -> bool | None:
+    """Whether the deciding evaluator (results.DECIDERS) says pass; None when none of them scored."""
+    from orchestrator.results import DECIDERS
+    for evaluator, key in DECIDERS:
+        if isinstance(evaluations.get(evaluator), dict):
+            return bool(evaluations[evaluator].get(key) == 1)
+    return None
+
+
 def _json(data: Any) -> str:
-    import json
     return json.dumps(data, sort_keys=True)
 
 
@@ -813,14 +859,22 @@ def scenario_vars(scn: Scenario, run_id: str, run_dir: Path) -> dict[str, Any]:
                     for c in scn.checks(phase)]
             for phase in ("baseline", "manifestation", "recovery")
         },
-        "evaluators": [
-            {"name": e["role"].removeprefix("evaluate_"), "role": e["role"],
-             "vars": resolve_role_vars(e["role"], "main", e["params"])}
-            for e in with_process_evaluator(scn.evaluators)
-        ],
+        "evaluators": evaluator_vars(scn),
+        "reference": reference_vars(scn),
         "ground_truth": str(scn.ground_truth_path.resolve()),
         "manifest": build_manifest(scn, run_id, run_dir),
     }
+
+
+def evaluator_vars(scn: Scenario) -> list[dict[str, Any]]:
+    return [{"name": e["role"].removeprefix("evaluate_"), "role": e["role"],
+             "vars": resolve_role_vars(e["role"], "main", e["params"])}
+            for e in with_process_evaluator(scn.evaluators)]
+
+
+def reference_vars(scn: Scenario) -> list[dict[str, Any]]:
+    return [{"name": r["name"], "role": r["role"], "vars": resolve_role_vars(r["role"], "main", r["args"])}
+            for r in scn.reference]
 
 
 def with_process_evaluator(evaluators: list[dict[str, Any]]) -> list[dict[str, Any]]:

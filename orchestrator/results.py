@@ -28,15 +28,17 @@ from orchestrator.evaluation.stats import mean_pass_at_k, mean_stderr, pass_at_k
 
 # The evaluator (and its score) that decides success: a diagnosis when the scenario has one,
 # else a mitigation, else a FinOps analysis (pass@1 of the answers; F1 = 1 / rank score = 1 for anomalies),
-# else a CISO assessment (SAP: the agent's policy decided the real posture).
+# else a CISO assessment (SAP: the agent's policy decided the real posture), else a DevOps fix or tests (every stage
+# built and tested in a fresh copy of the agent's tree).
 DECIDERS = (("diagnosis", "fl_pass"), ("mitigation", "mitigation_pass"), ("finops", "finops_pass"),
-            ("ciso", "ciso_pass"), ("ciso_kyverno", "ciso_pass"))
+            ("ciso", "ciso_pass"), ("ciso_kyverno", "ciso_pass"), ("workspace", "workspace_pass"))
 # Further per-trial means in the results and the leaderboard (CUJBench outcome and process metrics).
 EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "evidence_recall"),
                  ("process", "submitted"), ("process", "calls"), ("process", "tool_coverage"),
                  ("process", "extra_calls"), ("process", "invalid_actions"),
                  ("process", "input_tokens"), ("process", "output_tokens"),
-                 ("finops", "f1"), ("finops", "rank_score"), ("finops", "tokens"), ("cost", "proximity_mean"))
+                 ("finops", "f1"), ("finops", "rank_score"), ("finops", "tokens"), ("cost", "proximity_mean"),
+                 ("workspace", "stage_pass_rate"))
 OUTCOMES = ("correct", "wrong", "no_submission", "malformed", "excluded")
 LEVELS = ("Easy", "Medium", "Hard")
 # Runs in the index that are not agent runs at all: verify-scenarios trials (no agent phase) and the

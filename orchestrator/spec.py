@@ -69,6 +69,11 @@ class Scenario:
     def faults(self) -> list[dict[str, Any]]:
         return [{"args": {}, **f} for f in self.data["faults"]]
 
+    @property
+    def reference(self) -> list[dict[str, Any]]:
+        """The reference solution's roles (verify-scenarios): empty when the scenario has none."""
+        return [{"args": {}, **r} for r in self.data.get("reference", [])]
+
     def checks(self, phase: str) -> list[dict[str, Any]]:
         checks = self.data["checks"]
         items = checks.get(phase) if phase != "recovery" else checks.get("recovery", checks["baseline"])

@@ -71,6 +71,9 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
             found += _role_problems(f, f"$.faults[{i}].args", fault["role"], entry, fault["args"])
         out += list(dict.fromkeys(found))  # inject and remove share options: report each once
     out += _duplicates(f, "$.faults", [x["name"] for x in scn.faults])
+    for i, ref in enumerate(scn.reference):
+        out += _role_problems(f, f"$.reference[{i}].args", ref["role"], "main", ref["args"])
+    out += _duplicates(f, "$.reference", [x["name"] for x in scn.reference])
 
     for phase in ("baseline", "manifestation", "recovery"):
         if phase not in data["checks"]:
