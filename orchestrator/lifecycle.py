@@ -78,7 +78,8 @@ DEFAULT_TIMEOUTS = {"job": 600, "idle": 300}
 DEFAULT_AGENT = f"{sys.executable} -m orchestrator.agents.heuristic"
 # The baseline agent when a run names none: by task kind (the heuristic SRE agent cannot assess), else by domain.
 KIND_AGENTS = {"assess": f"{sys.executable} -m orchestrator.agents.ciso"}
-DOMAIN_AGENTS = {"FinOps": f"{sys.executable} -m orchestrator.agents.finops"}
+DOMAIN_AGENTS = {"FinOps": f"{sys.executable} -m orchestrator.agents.finops",
+                 "DevOps": f"{sys.executable} -m orchestrator.agents.devops"}
 PORT_BLOCK = 10
 
 
