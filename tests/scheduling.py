@@ -7,7 +7,8 @@ The end-to-end tests form two serial groups, each run on one worker in collectio
   campaign or verify file alone runs two shops), four shops on two cores, and the timing-bound checks measured the
   machine's load rather than the system's behaviour.
 - ``e2e-hosts``: live tests without such clocks (CIS host containers and the offline Kubernetes class, the roles'
-  idempotence, the FinOps billing stores, the image build, loopweb's AWX-contract workflows). They run on the
+  idempotence, the FinOps billing stores, the image build, loopweb's AWX-contract workflows, the DevOps
+  workspaces). They run on the
   other worker, beside the ``e2e`` group, as the unit tests do (which run live Ansible, frozen Prometheus servers
   and a Kubernetes renderer too).
 The unit tests spread over whatever worker is free. ``tests/unit/test_k8s_offline.py`` stays on one worker so that
@@ -38,6 +39,8 @@ SERIAL_GROUPS = {
     "tests/e2e/test_finops_postgres.py": "e2e-hosts",
     "tests/e2e/test_images.py": "e2e-hosts",
     "tests/e2e/test_awx_contract.py": "e2e-hosts",
+    "tests/e2e/test_workspace_env.py": "e2e-hosts",  # DevOps workspaces: builds and tests, no clocks
+    "tests/e2e/test_devops_scenarios.py": "e2e-hosts",
     "tests/e2e/": "e2e",
     "tests/unit/test_k8s_offline.py": "k8s_offline",
     "tests/unit/test_isolation_audit.py": "isolation_audit",  # its table test reads what the cells recorded

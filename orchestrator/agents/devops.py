@@ -40,6 +40,15 @@ class Workspace:
     project: str
     changed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    top: set[str] | None = None  # the project's top-level names, listed once
+
+    def has(self, rel: str) -> bool:
+        """Whether the project has `rel` (its first component is listed once, so rules for another language's
+        build files cost no calls)."""
+        if self.top is None:
+            listing = self.call("list_files", path=self.project)
+            self.top = {str(e["path"]).rsplit("/", 1)[-1] for e in listing.get("entries", [])}
+        return rel.split("/", 1)[0] in self.top
 
     def sh(self, command: str, timeout: int = 60) -> dict[str, Any]:
         result: dict[str, Any] = self.call("exec", command=command, cwd=self.project, timeout=timeout,
@@ -47,6 +56,8 @@ class Workspace:
         return result
 
     def read(self, rel: str) -> str | None:
+        if not self.has(rel):
+            return None
         try:
             return str(self.call("read_file", path=f"{self.project}/{rel}", limit=100000)["content"])
         except (ToolError, KeyError, TypeError):
@@ -98,7 +109,7 @@ def maven_unresolvable(ws: Workspace, log: str) -> bool:
     """An artifact pinned to a version the offline repository lacks: pin the highest version it has."""
     if "resolve" not in log and "offline" not in log:
         return False
-    m = re.search(r"([\w.-]+):([\w.-]+):(?:jar|pom):([\w.-]+)", log)
+    m = re.search(r"artifacts? (?:could not be resolved: )?([\w.-]+):([\w.-]+):(?:jar|pom):([\w.-]+)", log)
     if not m:
         return False
     group, artifact, version = m.groups()

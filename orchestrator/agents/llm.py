@@ -188,8 +188,21 @@ def image_messages(images: list[tuple[str, str]], accepted: bool) -> list[dict[s
             for caption, url in images]
 
 
-def system_prompt(manifest: dict[str, Any]) -> str:
+DEVOPS_KINDS = frozenset({"fix", "write-tests"})
+
+
+def system_prompt(manifest: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> str:
     goals = "\n".join(f"- [{t['kind']}] {t['goal']}" for t in manifest["tasks"])
+    terminal = any(t.get("name") == "exec" for t in tools or [])
+    if terminal or DEVOPS_KINDS & {t["kind"] for t in manifest["tasks"]}:
+        # A DevOps task: a terminal in the workspace container, no alerts, no telemetry.
+        return ("You are a DevOps engineer with a terminal in a workspace container: the projects are under "
+                "/workspace, there is no network, and you work as an unprivileged user. Run shell commands with "
+                "exec (non-interactive; give long builds a longer timeout), read and change files with read_file, "
+                "write_file and list_files. Think step by step, check your work by running the project's build and "
+                f"tests (`make check`), then call {SUBMIT} exactly once with your report.\nTasks:\n{goals}\n"
+                "Your changes in the workspace are what counts: they are rebuilt and retested in a fresh copy. "
+                "Never weaken, skip or delete existing tests.")
     alerts = "\n".join(f"- {a.get('labels', {}).get('alertname')} on {a.get('labels', {}).get('service')}: "
                        f"{a.get('annotations', {}).get('summary', '')}" for a in manifest.get("alerts") or [])
     return ("You are an on-call SRE agent. Investigate with the tools, think step by step, and call "
@@ -204,7 +217,7 @@ def run(manifest: dict[str, Any], config: LLMConfig, call: Callable[..., Any],
     merged: dict[str, Any] = {"type": "object", "allOf": list(schemas.values())} if schemas else {"type": "object"}
     session = Session(call, schemas)
     specs = function_specs(tools, merged)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(manifest)},
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(manifest, tools)},
                                       {"role": "user", "content": "Begin."}]
     for _ in range(config.max_turns):
         response = chat(config, messages, specs)

@@ -146,10 +146,14 @@ def _replay_campaign(scenarios: tuple[str, ...], campaign_file: Path | None, cor
               help="Measure browser evidence instead: one run of the shop's journeys (time, capture size), what "
                    "they add to a trial, the capture per scenario (SCENARIOS; default one per family); --trials "
                    "repeats. See docs/cuj.md.")
+@click.option("--devops", "devops_mode", is_flag=True,
+              help="Measure the DevOps tasks instead: a workspace's start (--trials times) and one trial with the "
+                   "baseline agent of every DevOps scenario (or SCENARIOS): per family pass@1 and trial time. See "
+                   "docs/devops.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, agent_startup: int | None,
-          replay_mode: bool, cuj_mode: bool, as_json: bool, quiet: bool) -> None:
+          replay_mode: bool, cuj_mode: bool, devops_mode: bool, as_json: bool, quiet: bool) -> None:
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
     Default scenarios: loopweb-web-down and shop-cart-down. With --replay, SCENARIOS are snapshots and each level
@@ -162,6 +166,15 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
             emit_json(startup)
         else:
             click.echo(bench_sandbox.render(startup))
+        return
+    if devops_mode:
+        from orchestrator.harness import bench_devops
+
+        report_devops = bench_devops.bench_devops(trials, progress(quiet), scenarios)
+        if as_json:
+            emit_json(report_devops)
+        else:
+            click.echo(bench_devops.render(report_devops))
         return
     if cuj_mode:
         from orchestrator.harness import bench_cuj

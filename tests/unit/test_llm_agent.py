@@ -51,6 +51,7 @@ class Servers:
         self.script = SCRIPT
         self.llm_requests: list[dict[str, Any]] = []
         self.gateway_calls: list[tuple[str, dict[str, Any]]] = []
+        self.tools = ["get_alerts", "search_logs", "get_traces", "get_topology"]
 
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
@@ -91,7 +92,7 @@ def servers() -> Iterator[tuple[Servers, str, str]]:
         def do_GET(self) -> None:
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 return self.reply(401, {"ok": False})
-            names = ["get_alerts", "search_logs", "get_traces", "get_topology"]
+            names = state.tools
             return self.reply(200, {"tools": [{"name": n, "description": n, "input_schema": {"type": "object"}}
                                               for n in names]})
 
@@ -103,6 +104,7 @@ def servers() -> Iterator[tuple[Servers, str, str]]:
             state.gateway_calls.append((name, args))
             result: Any = {"get_alerts": [{"labels": {"alertname": "ServiceDown", "service": "cart"}}],
                            "get_traces": {"items": ["span-" + "x" * 60] * 100},
+                           "exec": {"exit_code": 2, "stdout": "", "stderr": "ModuleNotFoundError: dateutil"},
                            "view_screenshot": {"journey": "checkout", "step": "add-to-cart", "mime_type": "image/png",
                                                "data": PNG_B64, "evidence_id": "screenshot:checkout:add-to-cart"},
                            }.get(name, {"items": []})
@@ -151,15 +153,19 @@ def test_agent_investigates_and_submits_a_valid_diagnosis(servers: tuple[Servers
 
 
 def run_agent(tmp_path: Path, llm_url: str, gateway_url: str, model: str = "scripted-vision",
-              alerts: list[dict[str, Any]] | None = None, **extra_env: str) -> subprocess.CompletedProcess[str]:
-    """The agent as a command, with a manifest for one diagnose task against these servers."""
+              alerts: list[dict[str, Any]] | None = None, kind: str = "diagnose",
+              **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """The agent as a command, with a manifest for one task of `kind` against these servers."""
     (tmp_path / "token").write_text(TOKEN)
+    schema = {"diagnose": "diagnosis_output", "fix": "fix_output"}[kind]
+    goal = {"diagnose": "Find the root cause of the errors.",
+            "fix": "CI is red for /workspace/invoicer: make check fails. Fix it."}[kind]
     manifest = {"manifest_version": "opsbench/manifest/v1", "run": "r1",
-                "tasks": [{"id": "diagnose", "kind": "diagnose", "goal": "Find the root cause of the errors."}],
+                "tasks": [{"id": kind, "kind": kind, "goal": goal}],
                 "alerts": alerts or [], "budget": {"wallClockSeconds": 60}, "token_file": str(tmp_path / "token"),
                 "tools": {"url": gateway_url},
                 "output": {"path": str(tmp_path / "output.json"),
-                           "schemas": {"diagnose": str(paths.SCHEMAS_DIR / "diagnosis_output.schema.json")}}}
+                           "schemas": {kind: str(paths.SCHEMAS_DIR / f"{schema}.schema.json")}}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     env = {**os.environ, "OPSBENCH_MANIFEST": str(tmp_path / "manifest.json"), "OPSBENCH_LLM_URL": llm_url,
            "OPSBENCH_LLM_MODEL": model, **extra_env}
@@ -196,3 +202,27 @@ def test_missing_endpoint_configuration_is_a_clear_error(tmp_path: Path) -> None
                           env={**env, "OPSBENCH_MANIFEST": str(tmp_path / "manifest.json")}, timeout=60,
                           cwd=paths.PROJECT_ROOT, check=False)
     assert proc.returncode == 2 and "OPSBENCH_LLM_URL" in proc.stderr
+
+
+def test_a_devops_fix_task_gets_a_terminal_prompt_and_works_through_exec(servers: tuple[Servers, str, str],
+                                                                         tmp_path: Path) -> None:
+    state, llm_url, gateway_url = servers
+    state.tools = ["exec", "read_file", "write_file", "list_files", "get_topology"]
+    report = {"schema": "opsbench/fix/v1", "summary": "declared python-dateutil again",
+              "changed_files": ["invoicer/pyproject.toml"], "commands": ["cd invoicer && make check"]}
+    state.script = [tool_call(1, "exec", '{"command": "make -s check", "cwd": "invoicer", "timeout": 300}'),
+                    tool_call(2, "write_file", '{"path": "invoicer/pyproject.toml", "content": "[project]"}'),
+                    tool_call(3, "submit", json.dumps({"output": {**report, "entities": []}})),  # not a fix field
+                    tool_call(4, "submit", json.dumps({"output": report}))]
+    proc = run_agent(tmp_path, llm_url, gateway_url, kind="fix")
+    assert proc.returncode == 0, proc.stderr
+    system = state.llm_requests[0]["messages"][0]["content"]
+    assert "terminal in a workspace container" in system and "on-call SRE" not in system
+    assert "CI is red for /workspace/invoicer" in system and "Never weaken, skip or delete existing tests" in system
+    assert state.gateway_calls == [("exec", {"command": "make -s check", "cwd": "invoicer", "timeout": 300}),
+                                   ("write_file", {"path": "invoicer/pyproject.toml", "content": "[project]"})]
+    tool_msgs = [m["content"] for m in state.llm_requests[-1]["messages"] if m["role"] == "tool"]
+    assert "ModuleNotFoundError" in tool_msgs[0]
+    assert tool_msgs[2].startswith("error: the output does not match its schema") and "entities" in tool_msgs[2]
+    output = json.loads((tmp_path / "output.json").read_text())
+    assert {k: output[k] for k in report} == report and output["usage"]["model"] == "scripted-vision"
