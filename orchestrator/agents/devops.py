@@ -46,8 +46,8 @@ class Workspace:
         """Whether the project has `rel` (its first component is listed once, so rules for another language's
         build files cost no calls)."""
         if self.top is None:
-            listing = self.call("list_files", path=self.project)
-            self.top = {str(e["path"]).rsplit("/", 1)[-1] for e in listing.get("entries", [])}
+            listing = self.call("list_files", path=self.project, limit=1000)
+            self.top = {str(e["path"]).rsplit("/", 1)[-1] for e in listing.get("items", [])}
         return rel.split("/", 1)[0] in self.top
 
     def sh(self, command: str, timeout: int = 60) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def maven_unresolvable(ws: Workspace, log: str) -> bool:
     if not available:
         return False
     return _set_pom_version(ws, artifact, available[0],
-                            f"{group}:{artifact}:{version} is not in the offline repository; pinned {available[0]}")
+                            f"{group}:{artifact}:{version} is not in the offline repository, pinned {available[0]}")
 
 
 def maven_missing_package(ws: Workspace, log: str) -> bool:
@@ -157,7 +157,7 @@ def maven_missing_package(ws: Workspace, log: str) -> bool:
         new = pom.replace("  <build>", f"  <dependencies>\n{dep}  </dependencies>\n\n  <build>", 1)
     if new == pom:
         return False
-    ws.write("pom.xml", new, f"package {m.group(1)} is provided by {group}:{artifact}:{version}; declared it")
+    ws.write("pom.xml", new, f"package {m.group(1)} is provided by {group}:{artifact}:{version}, declared it")
     return True
 
 
@@ -213,7 +213,7 @@ def env_missing_path(ws: Workspace, log: str) -> bool:
                           "{ echo \"$d\"; break; }; done")
             replacement = str(found["stdout"]).strip() or None
         lines[i] = f"{key}={replacement}\n" if replacement else ""
-        ws.notes.append(f"build.env: {key}={m.group(2)} does not exist; "
+        ws.notes.append(f"build.env: {key}={m.group(2)} does not exist, "
                         + (f"set it to {replacement}" if replacement else "removed it (the tools' default is right)"))
         changed = True
     if changed:
@@ -232,7 +232,8 @@ def go_toolchain(ws: Workspace, log: str) -> bool:
     if gomod is None or not have:
         return False
     new = re.sub(r"^go \S+$", f"go {have.group(1)}", gomod, flags=re.M)
-    new = re.sub(r"^toolchain \S+\n\n?", "", new, flags=re.M).replace("\n\n\n", "\n\n")
+    new = re.sub(r"^toolchain \S+\n", "", new, flags=re.M)
+    new = re.sub(r"\n{3,}", "\n\n", new).rstrip("\n") + "\n"
     if new == gomod:
         return False
     ws.write("go.mod", new, f"go.mod asked for a newer Go than the installed go{have.group(1)}")
@@ -267,7 +268,7 @@ def pip_unresolvable(ws: Workspace, log: str) -> bool:
     new = re.sub(rf'"{re.escape(name)}\s*[=<>!~]=?[^"]*"', f'"{name}=={have}"', pyproject, flags=re.I)
     if new == pyproject:
         return False
-    ws.write("pyproject.toml", new, f"{name}{m.group(2) or ''} is not in the wheel cache; pinned {have}")
+    ws.write("pyproject.toml", new, f"{name}{m.group(2) or ''} is not in the wheel cache, pinned {have}")
     return True
 
 
@@ -351,8 +352,8 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any] | None:
         from orchestrator.agents import devops_monitor  # the monitoring family's scripted agent
         diagnosis: dict[str, Any] = devops_monitor.run(call)
         return diagnosis
-    listing = call("list_files", path=".")
-    projects = [str(e["path"]).rsplit("/", 1)[-1] for e in listing.get("entries", []) if e.get("type") == "dir"]
+    listing = call("list_files", path=".", limit=1000)
+    projects = [str(e["path"]).rsplit("/", 1)[-1] for e in listing.get("items", []) if e.get("type") == "dir"]
     report: dict[str, Any] | None = None
     for task in manifest["tasks"]:
         if task["kind"] != "fix":
