@@ -39,6 +39,7 @@ REPLAYABLE_KINDS = frozenset({"diagnose"})
 """Task kinds a frozen incident can pose: they read evidence. Mitigation changes the world; CISO assessments and
 FinOps analyses read evidence the snapshot does not capture (host files, cost data)."""
 REPLAYABLE_BACKENDS = frozenset({"local"})
+LIVE_ONLY_APPLICATIONS = frozenset({"workspace"})
 DEFAULT_WINDOW_CAP_S = 1800.0
 """At most 30 minutes of evidence before handover: what an agent can usefully read, and it bounds the size."""
 STAGING_PREFIX = ".recording-"
@@ -50,6 +51,9 @@ def not_replayable(scn: Scenario) -> str | None:
     """Why `scn` cannot be recorded for replay, or None when it can."""
     if scn.backend not in REPLAYABLE_BACKENDS:
         return f"runs on the {scn.backend} backend; recording needs the local backend (its Prometheus and telemetry)"
+    if scn.data["environment"]["application"] in LIVE_ONLY_APPLICATIONS:
+        return ("runs in a DevOps workspace: its evidence is what a terminal finds in a live container (processes, "
+                "builds), which a snapshot does not freeze")
     kinds = sorted({t["kind"] for t in scn.data["tasks"]} - REPLAYABLE_KINDS)
     if kinds:
         return (f"has {', '.join(kinds)} task(s): a frozen incident can only pose "
