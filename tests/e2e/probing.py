@@ -66,6 +66,10 @@ def _files(env: dict[str, Any]) -> dict[str, str]:
     inventory = (env.get("targets") or {}).get("inventory")
     if isinstance(inventory, str):
         files["the target inventory"] = inventory
+    tree = (env.get("workspace") or {}).get("tree")
+    if isinstance(tree, str):  # the agent works on it only through the gateway's terminal tools
+        project = sorted((env.get("workspace") or {}).get("projects") or ["."])[0]
+        files["the workspace tree on the host"] = f"{tree}/{project}/Makefile"
     return files
 
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,56 @@ def _podman(storage: list[str]) -> dict[str, Any]:
             "detail": f"rc={proc.returncode} {(proc.stdout + proc.stderr).strip()[-200:]}"}
 
 
+def _tool(manifest: dict[str, Any], name: str, **args: Any) -> dict[str, Any]:
+    """One gateway call over REST: {"ok": ..., "result" or "error": ...}."""
+    token = Path(manifest["token_file"]).read_text().strip()
+    req = urllib.request.Request(f"{manifest['tools']['url']}/v1/tools/{name}", data=json.dumps(args).encode(),
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            body: dict[str, Any] = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        body = json.loads(exc.read() or b"{}")
+    return body
+
+
+def terminal(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Through the workspace's terminal tools (when the run has them): out of /workspace, onto the host's network,
+    into the benchmark's files. A shell in the workspace is the agent's on purpose; the rest must be refused."""
+    listed = _tool(manifest, "exec", command="true")
+    if not listed.get("ok"):
+        return {}
+    cells: dict[str, dict[str, Any]] = {}
+    gateway_port = int(manifest["tools"]["url"].rsplit(":", 1)[1].split("/")[0])
+    connect = ("python3 -c 'import socket,sys; s=socket.socket(); s.settimeout(2); "
+               "sys.exit(0 if s.connect_ex((sys.argv[1], int(sys.argv[2]))) == 0 else 1)' {} {}")
+    for host in ("127.0.0.1", SLIRP_HOST, "10.88.0.1"):
+        out = _tool(manifest, "exec", command=connect.format(host, gateway_port), timeout=10)
+        code = (out.get("result") or {}).get("exit_code")
+        cells[f"terminal: connect the host at {host}:{gateway_port}"] = {"refused": code != 0, "detail": str(code)}
+    for name, args in {"read_file /etc/shadow": {"path": "/etc/shadow"},
+                       "read_file ../../etc/passwd": {"path": "../../etc/passwd"}}.items():
+        out = _tool(manifest, "read_file", **args)
+        cells[f"terminal: {name}"] = {"refused": not out.get("ok"), "detail": json.dumps(out)[:200]}
+    out = _tool(manifest, "write_file", path="/tmp/opsbench-probe", content="x")
+    cells["terminal: write_file outside /workspace"] = {"refused": not out.get("ok"), "detail": json.dumps(out)[:200]}
+    link = _tool(manifest, "exec", command="ln -sfn /etc probe-etc-link")
+    out = _tool(manifest, "read_file", path="probe-etc-link/passwd")
+    _tool(manifest, "exec", command="rm -f probe-etc-link")
+    cells["terminal: read through a symlink out of /workspace"] = {
+        "refused": not out.get("ok"), "detail": f"link {link.get('ok')}; " + json.dumps(out)[:200]}
+    found = _tool(manifest, "exec", command="find / -path /proc -prune -o \\( -name ground_truth.yaml -o -name "
+                                            "scenario.yaml -o -name run.json -o -name agent_token \\) -print "
+                                            "2>/dev/null | head", timeout=60)
+    hits = ((found.get("result") or {}).get("stdout") or "").split()
+    cells["terminal: find the benchmark's files"] = {"refused": not hits, "detail": f"found {hits[:5]}"}
+    root = _tool(manifest, "exec", command="id -u; grep '^CapEff' /proc/self/status | cut -f2")
+    lines = ((root.get("result") or {}).get("stdout") or "").split()
+    cells["terminal: root or capabilities in the workspace"] = {
+        "refused": bool(lines) and lines[0] != "0" and lines[-1].strip("0") == "", "detail": " ".join(lines)}
+    return cells
+
+
 def gateway(manifest: dict[str, Any]) -> dict[str, Any]:
     url = manifest["tools"]["url"] + "/v1/health"
     try:
@@ -159,7 +210,9 @@ def main() -> int:
     parser.add_argument("--then")
     args = parser.parse_args()
     manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
-    report = {"uid": os.getuid(), "cells": probe(args, manifest), "gateway": gateway(manifest)}
+    cells = probe(args, manifest)
+    cells.update(terminal(manifest))
+    report = {"uid": os.getuid(), "cells": cells, "gateway": gateway(manifest)}
     Path("probe.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report))
     if args.then:
