@@ -3,7 +3,8 @@
 The scaffolds are honest TODOs, not fake passes: a new fault role's apply step fails with
 "still the scaffold" until it is written, its end-to-end test is skipped with the reason
 spelled out, and a new scenario validates but carries obvious ``TODO`` text and placeholder
-values where the author must decide.
+values where the author must decide. An application deployed by ``env_workspace`` gets a DevOps
+scenario instead (a class, a workspace project, a reference solution for verify-scenarios).
 
 Templates live in ``orchestrator/templates/`` (Jinja with ``[[ ]]`` / ``[% %]`` delimiters, so
 the ``{{ }}`` of the Ansible files they produce pass through untouched). Everything is read
@@ -27,7 +28,7 @@ from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.docgen import fault_family
 from orchestrator.errors import OpsBenchError
 from orchestrator.schemacheck import load_schema
-from orchestrator.spec import SPEC_FILENAME, spec_files
+from orchestrator.spec import SPEC_FILENAME, environment_role, spec_files
 from orchestrator.yamlfile import read_yaml
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -319,8 +320,13 @@ def _fault_items(faults: list[str], entities: list[dict[str, Any]]) -> list[dict
 
 def new_scenario(scenario_id: str, faults: list[str], application: str = "shop",
                  baseline_from: str | None = None, propagation_length: int = 1,
-                 resolution_steps: int | None = None, technologies: list[str] | None = None) -> Scaffolded:
-    """Create ``scenario_specs/<id>/`` (spec + ground truth) and register the id."""
+                 resolution_steps: int | None = None, technologies: list[str] | None = None,
+                 scenario_class: str | None = None, project: str | None = None) -> Scaffolded:
+    """Create ``scenario_specs/<id>/`` (spec + ground truth) and register the id.
+
+    An application deployed by ``env_workspace`` gets a DevOps scenario (``scenario_class``, ``project``);
+    any other an SRE one, whose class follows the fault family.
+    """
     pattern = load_schema("scenario")["properties"]["metadata"]["properties"]["id"]["pattern"]
     if not re.fullmatch(pattern, scenario_id):
         raise OpsBenchError(f"bad scenario id '{scenario_id}': it must match {pattern} "
@@ -343,6 +349,13 @@ def new_scenario(scenario_id: str, faults: list[str], application: str = "shop",
     faults = [fault_role_name(role) for role in faults]
     for role in faults:
         _check_fault_role(role)
+    if environment_role(application) == DEVOPS_ENV_ROLE:
+        return _new_devops_scenario(scenario_id, faults, application, scenario_class or DEFAULT_DEVOPS_CLASS,
+                                    project, baseline_from, propagation_length, resolution_steps, technologies)
+    for option, given in (("--class", scenario_class), ("--project", project)):
+        if given is not None:
+            raise OpsBenchError(f"{option} is for DevOps scenarios (an application deployed by {DEVOPS_ENV_ROLE}, "
+                                f"e.g. --application workspace), not for {application}")
 
     entities, edges = _topology(application)
     fault_items = _fault_items(faults, entities)
@@ -386,6 +399,290 @@ def new_scenario(scenario_id: str, faults: list[str], application: str = "shop",
         f"opsbench validate {_rel(target)}",
         f"opsbench verify-scenarios {scenario_id}   (inject -> manifest -> remove -> recover, no agent)",
         "opsbench docs   (the scenario and fault catalogs list it)",
+    ]
+    return done
+
+
+# ---------------------------------------------------------------------------------------------
+# opsbench new scenario, DevOps: an application deployed by env_workspace (scenario_specs/devops-*)
+
+DEVOPS_ENV_ROLE = "env_workspace"
+DEFAULT_DEVOPS_CLASS = "build-config"
+AT_BASELINE = 'git diff --quiet HEAD && test -z "$(git status --porcelain)"'
+_GOAL_WIDTH = 100
+
+
+@dataclass(frozen=True)
+class _DevOpsClass:
+    """The shape of one DevOps class, after the scenarios in scenario_specs/devops-*."""
+
+    tag: str
+    tasks: tuple[tuple[str, str], ...]  # (task id, kind), in order
+    fault_name: str
+    budget: int
+    steps: int  # resolutionSteps by default
+
+
+DEVOPS_CLASSES: dict[str, _DevOpsClass] = {
+    "build-config": _DevOpsClass("build", (("fix-build", "fix"),), "broken-build", 900, 2),
+    "issue-resolving": _DevOpsClass("issue-resolving", (("resolve-issue", "fix"),), "bug", 1800, 3),
+    "test-generation": _DevOpsClass("test-generation", (("write-test", "write-tests"),), "bug", 1200, 2),
+    "pipeline": _DevOpsClass("pipeline", (("fix-build", "fix"), ("fix-issue", "fix")), "breakage", 2400, 5),
+    "monitoring": _DevOpsClass("monitoring", (("diagnose", "diagnose"),), "misbehaving-service", 300, 1),
+}
+
+_GOALS = {
+    "fix-build": "TODO: the symptom as CI reports it, never the cause (e.g. `make check` in /workspace/{project} "
+                 "fails on a clean checkout); ask to make `make check` pass again without changing, skipping or "
+                 "deleting tests or the Makefile's check target, and for a short "
+                 "report of what was wrong and what changed.",
+    "resolve-issue": "TODO: the issue a user filed against /workspace/{project} (what they did, what they saw, what "
+                     "they expected; never the faulty line); ask to resolve it so that `make check` passes, keeping "
+                     "the existing tests (the evaluation restores them and adds hidden tests of its own).",
+    "fix-issue": "TODO: once the build works again, the issue a user filed against /workspace/{project} (what they "
+                 "did, saw and expected; never the faulty line); ask to resolve it so that `make check` passes, "
+                 "keeping the existing tests (the evaluation restores them and adds hidden tests of its own).",
+    "write-test": "TODO: the bug report for /workspace/{project} (what goes wrong, for which input); ask for a test "
+                  "that fails on the code as it is and passes once the bug is fixed, in a new test file ({tests}), "
+                  "named in the output; the existing tests stay.",
+    "diagnose": "TODO: the symptoms developers notice in the workspace, never the process; ask for the misbehaving "
+                "process's program name (as ps shows it) as the root-cause entity, layer `process`, its anomaly as "
+                "the fault type ({anomalies}), and to observe only (not stop or change the services).",
+}
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One argument of a fault as the template writes it: inline ``text`` or an indented ``block``."""
+
+    name: str
+    comment: str
+    text: str = ""
+    block: str = ""
+
+
+def _edits_yaml(edits: list[list[tuple[str, str, str]]], indent: int) -> str:
+    """Edits as block YAML, each field ``(key, value, comment)``: the placeholders an author replaces."""
+    lines = []
+    for edit in edits:
+        for i, (key, value, comment) in enumerate(edit):
+            note = f"  # {comment}" if comment else ""
+            lines.append(f"{' ' * indent}{'- ' if i == 0 else '  '}{key}: {_flow(value)}{note}")
+    return "\n".join(lines)
+
+
+def _block_yaml(value: Any, indent: int) -> str:
+    text = yaml.safe_dump(value, default_flow_style=False, sort_keys=False, width=110, allow_unicode=True)
+    return textwrap.indent(text.rstrip("\n"), " " * indent)
+
+
+def _projects(application: str) -> dict[str, dict[str, Any]]:
+    """The workspace projects (``files/projects.yml`` of the environment role): how each is built and tested."""
+    file = role_dir(environment_role(application)) / "files" / "projects.yml"
+    data = read_yaml(file) if file.is_file() else None
+    if not isinstance(data, dict) or not data:
+        raise OpsBenchError(f"{_rel(file)} lists no projects: a DevOps scenario works on one of them")
+    return {str(k): v if isinstance(v, dict) else {} for k, v in data.items()}
+
+
+def _choose_project(application: str, project: str | None, notes: list[str]) -> tuple[str, dict[str, Any]]:
+    projects = _projects(application)
+    if project is None:
+        project = next(iter(projects))
+        notes.append(f"no --project: the scenario works on {project} (one of: {', '.join(projects)})")
+    if project not in projects:
+        file = _rel(role_dir(environment_role(application)) / "files" / "projects.yml")
+        raise OpsBenchError(f"--project {project}: no such workspace project in {file} "
+                            f"(one of: {', '.join(projects)})")
+    return project, projects[project]
+
+
+def _fault_edits(scenario_class: str, project: str, info: dict[str, Any]) -> str:
+    files = ", ".join(map(str, info.get("build_files") or [])) or "a file of the project"
+    where = f"relative to roles/{DEVOPS_ENV_ROLE}/files/projects/{project}/"
+    old = ("old", "TODO: its exact text in the pristine project (found once)", "")
+    build = [("path", "TODO", f"a build file ({files}), {where}"), old,
+             ("new", "TODO: the broken text (the injected cause)", "")]
+    bug = [("path", "TODO", f"the source file with the bug, {where}"), old, ("new", "TODO: the buggy text", "")]
+    edits = {"build-config": [build], "pipeline": [build, bug]}.get(scenario_class, [bug])
+    return _edits_yaml(edits, 8)
+
+
+def _devops_fault_items(faults: list[str], scenario_class: str, project: str, info: dict[str, Any],
+                        projects: list[str], processes: list[str]) -> list[dict[str, Any]]:
+    """One spec entry per fault role; ``project`` and ``edits`` (and a monitoring fault's process ``name``)
+    get values that fit the scenario, every other option the role's placeholder or default."""
+    items: list[dict[str, Any]] = []
+    base = DEVOPS_CLASSES[scenario_class].fault_name
+    for n, role in enumerate(faults, 1):
+        groups = _fault_args(role)
+        lines = []
+        values = {a.name: a.value for a in [*groups["required"], *groups["optional"]]}
+        for kind in ("required", "optional"):
+            for arg in groups[kind]:
+                hint = _todo(arg.hint) if kind == "required" else arg.hint
+                if arg.name == "project":
+                    lines.append(_Line("project", f"one of: {', '.join(projects)}", text=_flow(project)))
+                elif arg.name == "edits":
+                    lines.append(_Line("edits", _todo("the edits that inject the fault: {path, old, new} "
+                                                      "(exact text), {path, content} or {path, delete: true}"),
+                                       block=_fault_edits(scenario_class, project, info)))
+                elif arg.name == "name" and scenario_class == "monitoring" and processes:
+                    values["name"] = processes[0]
+                    lines.append(_Line("name", "TODO: the misbehaving program, the ground truth's root cause "
+                                               f"(a process of the topology: {', '.join(processes)})",
+                                       text=_flow(processes[0])))
+                else:
+                    lines.append(_Line(arg.name, hint, text=_flow(arg.value)))
+        items.append({"name": base if n == 1 else f"{base}-{n}", "role": role, "args": lines,
+                      "unset": groups["unset"], "values": values})
+    return items
+
+
+def _new_devops_scenario(scenario_id: str, faults: list[str], application: str, scenario_class: str,
+                         project: str | None, baseline_from: str | None, propagation_length: int,
+                         resolution_steps: int | None, technologies: list[str] | None) -> Scaffolded:
+    if scenario_class not in DEVOPS_CLASSES:
+        raise OpsBenchError(f"--class {scenario_class}: not a DevOps class (one of: {', '.join(DEVOPS_CLASSES)})")
+    shape = DEVOPS_CLASSES[scenario_class]
+    monitoring = scenario_class == "monitoring"
+    notes: list[str] = []
+    project, info = _choose_project(application, project, [] if monitoring else notes)
+    projects = list(_projects(application))
+    entities, _ = _topology(application)
+    entity_ids = [str(e.get("id")) for e in entities]
+    processes = [str(e.get("id")) for e in entities if e.get("kind") == "process"]
+    fault_items = _devops_fault_items(faults, scenario_class, project, info, projects, processes)
+    tests = ", ".join(map(str, [g for g in info.get("protected") or [] if g != "Makefile"])) or "the project's tests"
+    process_role = "fault_workspace_process"
+    anomaly_opt = (entry_options(process_role, "inject").get(f"{process_role}_anomaly")
+                   if role_dir(process_role).is_dir() else None)
+    anomalies = ", ".join(map(str, (anomaly_opt or {}).get("choices") or [])) or "the anomaly"
+
+    # The misbehaving process (monitoring) is what the fault's `name` says; its anomaly the fault type.
+    values = fault_items[0]["values"]
+    process = str(values.get("name", processes[0] if processes else "TODO-entity"))
+    anomaly = str(values.get("anomaly", "TODO"))
+
+    language = str(info.get("language") or "TODO-technology")
+    techs = list(dict.fromkeys(technologies or (["linux", "procps"] if monitoring else [language])))
+    steps = resolution_steps or shape.steps
+    value = complexity_value(propagation_length, steps, len(techs))
+    complexity = {"level": complexity_level(value), "propagationLength": propagation_length,
+                  "resolutionSteps": steps, "technologies": techs, "value": value}
+
+    if baseline_from is not None:
+        source_file, source = baseline_source(application, baseline_from)
+        baseline = (source.get("checks") or {}).get("baseline") or []
+        baseline_comment, source_name = "", _rel(source_file)
+    elif monitoring and processes:
+        baseline = [{"name": "no-services", "role": "check_workspace",
+                     "args": {"project": project, "command": f"! pgrep -x '{'|'.join(processes)}'"}, "timeout": 20}]
+        baseline_comment, source_name = "None of the background services runs yet.", ""
+    else:
+        baseline = [{"name": "at-baseline", "role": "check_workspace",
+                     "args": {"project": project, "command": AT_BASELINE}, "timeout": 20}]
+        baseline_comment, source_name = f"{project} is exactly its baseline commit.", ""
+
+    if scenario_class == "build-config":
+        manifestation = [{"name": "build-fails", "role": "check_workspace",
+                          "args": {"project": project, "command": "make -s check", "expect": "fail"},
+                          "timeout": 300}]
+        manifestation_comment = ["The gate CI runs fails on the untouched incident."]
+    elif monitoring:
+        manifestation = [{"name": "anomaly-shows", "role": "check_workspace",
+                          "args": {"project": project, "command": f"TODO: a shell test that holds once {process} "
+                                                                     f"misbehaves"},
+                          "timeout": 90}]
+        manifestation_comment = [f"TODO: measure the anomaly from outside, e.g. through /proc/$(pgrep -xo {process})/",
+                                 "(scenario_specs/devops-monitor-* show one per anomaly)."]
+    else:
+        manifestation = [{"name": "bug-in-source", "role": "check_workspace",
+                          "args": {"project": project, "command": "TODO: a shell test that holds once the fault is "
+                                                                 "in, e.g. grep -qF -- '<injected text>' <path>"},
+                          "timeout": 30}]
+        manifestation_comment = ["TODO: show that the fault is in (the existing tests may well still pass)."]
+
+    tasks = [{"id": tid, "kind": kind,
+              "goal": textwrap.wrap(_GOALS[tid].format(project=project, tests=tests, anomalies=anomalies),
+                                    _GOAL_WIDTH)} for tid, kind in shape.tasks]
+
+    if monitoring:
+        output = {"schema": "opsbench/diagnosis/v1", "incident": True,
+                  "entities": [{"id": process, "root_cause": True, "layer": "process", "fault_type": anomaly}],
+                  "explanation": "TODO: what the agent measures that gives the process away"}
+        reference = {"name": "answer", "role": "solve_output", "block": _block_yaml(output, 8)}
+        evaluator = "evaluate_diagnosis"
+    else:
+        if scenario_class == "test-generation":
+            edits = [[("path", "TODO", f"a new test file ({tests})"),
+                      ("content", "TODO: a test that fails on the buggy code and passes on the pristine one", "")]]
+            comment = "TODO: the test an agent would write"
+        else:
+            fix = [("path", "TODO", "often the fault's edit reversed"),
+                   ("old", "TODO: the broken text", ""), ("new", "TODO: the fixed text", "")]
+            edits = [fix, fix] if scenario_class == "pipeline" else [fix]
+            comment = "TODO: the fix an agent would make ({path, old, new}, {path, content} or {path, delete: true})"
+        reference = {"name": {"build-config": "fixed-build", "test-generation": "reference-test"}
+                     .get(scenario_class, "reference-fix"), "role": "solve_workspace_edit",
+                     "block": _edits_yaml(edits, 8), "comment": comment}
+        evaluator = "evaluate_workspace"
+
+    hidden = _edits_yaml([[("path", "TODO", f"a new test file ({tests})"),
+                           ("content", "TODO: tests that fail on the bug and pass once the issue is resolved", "")]],
+                         8)
+    bug = _edits_yaml([[("path", "TODO", "the fault's edits"), ("old", "TODO: the pristine text", ""),
+                        ("new", "TODO: the buggy text", "")]], 8)
+    stages = [{"task": tid, "kind": kind,
+               "hidden_tests": hidden if tid in ("resolve-issue", "fix-issue") else "",
+               "bug": bug if kind == "write-tests" else ""} for tid, kind in shape.tasks]
+    build_entity = f"{project}-build" if f"{project}-build" in entity_ids else project
+    gt_entities = []
+    if scenario_class in ("build-config", "pipeline"):
+        gt_entities.append({"id": build_entity, "layer": "configuration", "faultType": "",
+                            "comment": "the project's build configuration"})
+    if scenario_class in ("issue-resolving", "test-generation", "pipeline"):
+        gt_entities.append({"id": project, "layer": "application", "faultType": "wrong_computation",
+                            "comment": "the project's code"})
+
+    spec_text = _render(
+        "scenario/devops_scenario.yaml.j2", id=scenario_id, class_=scenario_class, project=project,
+        subject="the workspace's background services" if monitoring else project,
+        complexity=complexity, tags=["devops", shape.tag, "process" if monitoring else project],
+        application=application, faults=fault_items, reference=reference, baseline=_checks_yaml(baseline),
+        baseline_source=source_name, baseline_comment=baseline_comment, manifestation=_checks_yaml(manifestation),
+        manifestation_comment=manifestation_comment, tasks=tasks, budget=shape.budget, evaluator=evaluator)
+    topology_file = role_dir(environment_role(application)) / "files" / "topology.yml"
+    gt_text = _render("scenario/devops_ground_truth.yaml.j2", id=scenario_id, class_=scenario_class,
+                      topology=_rel(topology_file), monitoring=monitoring, process=process, anomaly=anomaly,
+                      entities=gt_entities, stages=stages, project=project)
+
+    target = paths.SPECS_DIR / scenario_id
+    done = Scaffolded(files=_write_all({target / SPEC_FILENAME: spec_text, target / "ground_truth.yaml": gt_text}),
+                      notes=notes)
+    try:
+        done.files.append(register_id(scenario_id, application, faults))
+    except OpsBenchError:
+        for file in done.files:
+            file.unlink(missing_ok=True)
+        target.rmdir()
+        raise
+    spec_rel, gt_rel = _rel(target / SPEC_FILENAME), _rel(target / "ground_truth.yaml")
+    if monitoring:
+        fill = (f"replace every TODO in {spec_rel} (the misbehaving process and its anomaly, the manifestation "
+                f"check, the goal, the reference answer) and {gt_rel}")
+    else:
+        extra = {"issue-resolving": ", its hidden tests", "pipeline": ", the issue's hidden tests",
+                 "test-generation": ", the bug: the fault's edits"}.get(scenario_class, "")
+        fill = (f"replace every TODO in {spec_rel} (the fault's edits: exact text of "
+                f"roles/{DEVOPS_ENV_ROLE}/files/projects/{project}/; the reference solution's edits; the goal) and "
+                f"{gt_rel} (the root cause{extra})")
+    done.next_steps = [
+        fill,
+        f"opsbench validate {_rel(target)}",
+        f"opsbench verify-scenarios {scenario_id}   (baseline -> inject -> manifest -> the untouched incident must "
+        "fail its evaluation -> the reference solution must pass it -> remove -> recover)",
+        "opsbench docs   (the scenario catalog lists it)",
     ]
     return done
 

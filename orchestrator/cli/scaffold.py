@@ -36,16 +36,27 @@ def new_fault(name: str, podman: bool) -> None:
 @click.option("--resolution-steps", type=int, help="Complexity input: steps to resolve  [default: number of faults]")
 @click.option("--technology", "technologies", multiple=True, metavar="TECH",
               help="Complexity input (repeatable)  [default: the root-cause entity's technology]")
+@click.option("--class", "scenario_class", metavar="CLASS",
+              help="DevOps only (--application workspace): build-config, issue-resolving, test-generation, pipeline "
+                   "or monitoring  [default: build-config]")
+@click.option("--project", metavar="PROJECT",
+              help="DevOps only: the workspace project (roles/env_workspace/files/projects.yml)  [default: the first]")
 def new_scenario(scenario_id: str, faults: tuple[str, ...], application: str, baseline_from: str | None,
-                 propagation_length: int, resolution_steps: int | None, technologies: tuple[str, ...]) -> None:
-    """Scaffold scenario_specs/ID/ (spec + ground truth) and register ID in REGISTRY.yaml."""
+                 propagation_length: int, resolution_steps: int | None, technologies: tuple[str, ...],
+                 scenario_class: str | None, project: str | None) -> None:
+    """Scaffold scenario_specs/ID/ (spec + ground truth) and register ID in REGISTRY.yaml.
+
+    With --application workspace the scenario is a DevOps one (docs/authoring.md, "DevOps scenarios"): its class,
+    the fault's project, a reference solution that verify-scenarios proves.
+    """
     from orchestrator.scaffold import new_scenario as scaffold_scenario
     from orchestrator.scaffold import render_scaffolded
     from orchestrator.validate import validate_paths
 
     done = scaffold_scenario(scenario_id, list(faults), application=application, baseline_from=baseline_from,
                              propagation_length=propagation_length, resolution_steps=resolution_steps,
-                             technologies=list(technologies) or None)
+                             technologies=list(technologies) or None, scenario_class=scenario_class,
+                             project=project)
     click.echo(f"scaffolded scenario {scenario_id}:")
     click.echo(render_scaffolded(done))
     problems = validate_paths([done.files[0].parent])

@@ -267,3 +267,126 @@ def test_catalogs_pick_up_new_roles_and_scenarios(sandbox: Path) -> None:
     assert "### shop-network-cut" in scenarios
     assert "| [shop-network-cut](#shop-network-cut) |" in scenarios
     assert "`TODO-AlertName`" in scenarios
+
+
+# --- opsbench new scenario: DevOps (application workspace) --------------------------------------
+
+DEVOPS = {  # class -> fault role, project, task kinds, evaluator, reference role
+    "build-config": ("workspace_edit", "stockkeeper", ["fix"], "evaluate_workspace", "solve_workspace_edit"),
+    "issue-resolving": ("workspace_edit", "invoicer", ["fix"], "evaluate_workspace", "solve_workspace_edit"),
+    "test-generation": ("workspace_edit", "ratelimit", ["write-tests"], "evaluate_workspace", "solve_workspace_edit"),
+    "pipeline": ("workspace_edit", "stockkeeper", ["fix", "fix"], "evaluate_workspace", "solve_workspace_edit"),
+    "monitoring": ("workspace_process", "invoicer", ["diagnose"], "evaluate_diagnosis", "solve_output"),
+}
+
+
+def _fill_todos(value: Any, key: str = "") -> Any:
+    """What an author does: every TODO text replaced by a real value (a relative path for an edit's path)."""
+    if isinstance(value, dict):
+        return {k: _fill_todos(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_todos(v, key) for v in value]
+    if isinstance(value, str) and "TODO" in value:
+        return "src/filled/File.txt" if key == "path" else f"written by the author ({key or 'text'})"
+    return value
+
+
+@pytest.mark.parametrize("scenario_class", list(DEVOPS))
+def test_new_devops_scenario_has_the_shape_of_its_class_and_validates_filled_in(sandbox: Path,
+                                                                              scenario_class: str) -> None:
+    fault, project, kinds, evaluator, solver = DEVOPS[scenario_class]
+    sid = f"devops-new-{scenario_class}"
+    done = new_scenario(sid, [fault], application="workspace", scenario_class=scenario_class, project=project)
+    target = sandbox / "scenario_specs" / sid
+    assert done.files == [target / "scenario.yaml", target / "ground_truth.yaml", paths.ID_REGISTRY]
+    assert validate_paths([target]) == []  # the scaffold as written
+    assert any("verify-scenarios " + sid in s and "untouched incident must fail" in s
+               and "reference solution must pass" in s for s in done.next_steps)
+
+    spec, gt = _yaml(target / "scenario.yaml"), _yaml(target / "ground_truth.yaml")
+    assert (spec["metadata"]["domain"], spec["metadata"]["class"]) == ("DevOps", scenario_class)
+    assert spec["environment"] == {"backend": "local", "application": "workspace"}
+    assert [f["role"] for f in spec["faults"]] == [f"fault_{fault}"]
+    assert [t["kind"] for t in spec["tasks"]] == kinds
+    assert all(t["goal"].startswith("TODO") for t in spec["tasks"])
+    assert spec["evaluation"]["evaluators"] == [{"role": evaluator}]
+    assert [r["role"] for r in spec["reference"]] == [solver]
+    baseline = spec["checks"]["baseline"]
+    assert [c["role"] for c in baseline] == ["check_workspace"] and baseline[0]["args"]["project"] == project
+    manifestation = spec["checks"]["manifestation"]
+    assert [c["role"] for c in manifestation] == ["check_workspace"]
+    if scenario_class == "monitoring":
+        args = spec["faults"][0]["args"]
+        assert "pgrep" in baseline[0]["args"]["command"]
+        assert spec["reference"][0]["args"]["output"]["entities"] == [
+            {"id": args["name"], "root_cause": True, "layer": "process", "fault_type": args["anomaly"]}]
+        assert [(e["id"], e.get("layer"), e.get("faultType")) for e in gt["entities"] if e.get("rootCause")] == [
+            (args["name"], "process", args["anomaly"])]
+        assert "workspace" not in gt
+    else:
+        assert baseline[0]["args"]["command"] == 'git diff --quiet HEAD && test -z "$(git status --porcelain)"'
+        assert spec["faults"][0]["args"]["project"] == project
+        assert spec["faults"][0]["args"]["edits"][0]["path"] == "TODO"
+        assert spec["reference"][0]["args"]["project"] == project
+        stages = gt["workspace"]["stages"]
+        assert [(s["task"], s["kind"], s["project"]) for s in stages] == [
+            (t["id"], t["kind"], project) for t in spec["tasks"]]
+        assert [bool(s.get("hidden_tests")) for s in stages] == {
+            "issue-resolving": [True], "pipeline": [False, True]}.get(scenario_class, [False])
+        assert [bool(s.get("bug")) for s in stages] == [scenario_class == "test-generation"] * len(stages)
+    if scenario_class == "build-config":
+        assert manifestation[0]["args"] == {"project": project, "command": "make -s check", "expect": "fail"}
+        assert gt["entities"] == [{"id": f"{project}-build", "rootCause": True, "layer": "configuration"}]
+    assert _yaml(paths.ID_REGISTRY)["ids"][sid] == {"application": "workspace", "faults": [f"fault_{fault}"]}
+
+    # Filled in (every TODO replaced), it is still a valid spec.
+    for name in ("scenario.yaml", "ground_truth.yaml"):
+        filled = yaml.safe_dump(_fill_todos(_yaml(target / name)), sort_keys=False)
+        assert "TODO" not in filled
+        (target / name).write_text(filled)
+    assert validate_paths([target]) == []
+
+
+def test_new_devops_scenario_defaults_to_build_config_on_the_first_project(sandbox: Path) -> None:
+    done = new_scenario("devops-new-default", ["fault_workspace_edit"], application="workspace")
+    spec = _yaml(sandbox / "scenario_specs" / "devops-new-default" / "scenario.yaml")
+    assert spec["metadata"]["class"] == "build-config"
+    assert spec["faults"][0]["args"]["project"] == "stockkeeper"
+    assert done.notes == ["no --project: the scenario works on stockkeeper (one of: stockkeeper, ratelimit, invoicer)"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"application": "workspace", "project": "nope"},
+         r"--project nope: no such workspace project in roles/env_workspace/files/projects.yml "
+         r"\(one of: stockkeeper, ratelimit, invoicer\)"),
+        ({"application": "workspace", "scenario_class": "chaos"},
+         r"--class chaos: not a DevOps class \(one of: build-config, issue-resolving, test-generation, pipeline, "
+         r"monitoring\)"),
+        ({"scenario_class": "build-config"}, "--class is for DevOps scenarios"),
+        ({"project": "invoicer"}, "--project is for DevOps scenarios"),
+    ],
+)
+def test_new_devops_scenario_refusals_write_nothing(sandbox: Path, kwargs: dict[str, Any], message: str) -> None:
+    registry = paths.ID_REGISTRY.read_text()
+    listing = sorted(p.name for p in (sandbox / "scenario_specs").iterdir())
+    with pytest.raises(OpsBenchError, match=message):
+        new_scenario("devops-new-refused", ["fault_workspace_edit"], **kwargs)
+    assert paths.ID_REGISTRY.read_text() == registry
+    assert sorted(p.name for p in (sandbox / "scenario_specs").iterdir()) == listing
+
+
+def test_cli_new_devops_scenario(sandbox: Path) -> None:
+    runner = CliRunner()
+    bad = runner.invoke(main, ["new", "scenario", "devops-cli-x", "--application", "workspace",
+                               "--fault", "workspace_edit", "--project", "cobol"])
+    assert bad.exit_code == 2 and "(one of: stockkeeper, ratelimit, invoicer)" in bad.output
+    made = runner.invoke(main, ["new", "scenario", "devops-cli-issue", "--application", "workspace",
+                                "--fault", "workspace_edit", "--class", "issue-resolving", "--project", "invoicer"])
+    assert made.exit_code == 0, made.output
+    assert "opsbench validate: 0 problem(s)" in made.output
+    assert "opsbench verify-scenarios devops-cli-issue" in made.output
+    assert _yaml(paths.ID_REGISTRY)["ids"]["devops-cli-issue"] == {"application": "workspace",
+                                                                   "faults": ["fault_workspace_edit"]}
+    assert "| [devops-cli-issue](#devops-cli-issue) |" in render_scenarios()
