@@ -64,10 +64,12 @@ FINISH_STEPS = ["collect", "evaluate", "revoke"]
 FINISH_STATS = {"collect": ("collect",), "evaluate": ("evaluations",), "revoke": ("revoke",)}
 """Which of the finish playbook's set_stats keys belong to which of its steps."""
 SNAPSHOT_ROLE = "env_snapshot"
-WORLD_EVALUATORS = frozenset({"evaluate_mitigation", "evaluate_cost", "evaluate_ciso_kyverno", "evaluate_workspace"})
-"""Evaluator roles that read the live environment (Prometheus, the cluster): while one of them is still to run, the
-faults stay in. Any other evaluator scores only files (the agent's output, its trajectory, the ground truth), so a
-trial on a kept environment removes its faults while the agent is scored (`Run.execute_trial`).
+WORLD_EVALUATORS = frozenset({"evaluate_mitigation", "evaluate_cost", "evaluate_ciso", "evaluate_ciso_kyverno",
+                              "evaluate_workspace"})
+"""Evaluator roles that read the live environment (Prometheus, the cluster, the CIS target host the agent's fetcher
+runs against, the workspace tree that is rebuilt): while one of them is still to run, the faults stay in. Any other
+evaluator scores only files (the agent's output, its trajectory, the ground truth), so a trial on a kept environment
+removes its faults while the agent is scored (`Run.execute_trial`).
 tests/unit/test_lifecycle_overlap.py fails when an evaluator role reads the world without being listed here."""
 LIVE_ONLY_KINDS = frozenset({"mitigate", "fix", "write-tests"})
 """Task kinds that need the live world (a mitigation, a cost mitigation, is scored by what it changed; a DevOps fix

@@ -49,9 +49,13 @@ def test_the_spec_offers_exactly_the_projects_that_exist() -> None:
 def test_the_topology_declares_every_project_and_its_build_files() -> None:
     topology = load_topology("workspace")
     assert topology is not None
-    ids = {e["id"] for e in topology["entities"]}
+    ids = {e["id"] for e in topology["entities"] if e["kind"] != "process"}
     assert ids == {"workspace", *projects(), *(f"{p}-build" for p in projects())}
-    edges = {(e["source"], e["target"]) for e in topology["edges"]}
+    # The background services of the monitoring scenarios (fault_workspace_process) are process entities too.
+    services = yaml.safe_load((ROLE.parent / "fault_workspace_process" / "defaults" / "main.yml").read_text())
+    processes = {e["id"] for e in topology["entities"] if e["kind"] == "process"}
+    assert processes == set(services["fault_workspace_process_services"])
+    edges = {(e["source"], e["target"]) for e in topology["edges"] if e["target"] not in processes}
     assert edges == {*(("workspace", p) for p in projects()), *((p, f"{p}-build") for p in projects())}
 
 

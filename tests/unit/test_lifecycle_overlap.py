@@ -134,6 +134,9 @@ def test_every_evaluator_that_reads_the_world_is_listed() -> None:
     for role in sorted((paths.PROJECT_ROOT / "roles").glob("evaluate_*")):
         text = "".join(f.read_text() for sub in ("tasks", "library", "defaults")
                        for f in sorted((role / sub).glob("*")) if f.is_file())
+        # A role's module that scores with orchestrator.evaluation.<x> reads what that module reads.
+        for module in re.findall(r"from orchestrator\.evaluation\.(\w+) import", text):
+            text += (paths.PROJECT_ROOT / "orchestrator" / "evaluation" / f"{module}.py").read_text()
         if world.search(text):
             reads.add(role.name)
     assert reads == set(WORLD_EVALUATORS)
