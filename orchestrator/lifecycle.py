@@ -703,7 +703,8 @@ class Run:
                    else list(TRIAL_FORWARD))
         if healthy:
             forward.remove("baseline")
-        total = len(forward) + len(TRIAL_CLEANUP)
+        proving = len(REFERENCE_STEPS) if scn.reference else 0
+        total = len(forward) + proving + len(TRIAL_CLEANUP)
         outcome, reason = "passed", ""
         for index, step in enumerate(forward, 1):
             if self._interrupted():
@@ -717,9 +718,9 @@ class Run:
                 self.state["done"] = [s for s in self.state["done"] if s != "remove"]
                 self.state["started"] = [s for s in self.state["started"] if s != "remove"]
         if outcome == "passed" and scn.reference and not self._interrupted():
-            outcome, reason = self._prove_reference(len(forward), total)
+            outcome, reason = self._prove_reference(len(forward) + 1, total)
         if "inject" in self.state["started"]:
-            self._restore(len(forward) + 1, total)
+            self._restore(len(forward) + proving + 1, total)
         if "pristine" not in self.state["results"]:  # the removal failed, or nothing was injected
             self._check_leftovers(total, total)
         for step in TRIAL_CLEANUP:
@@ -739,8 +740,8 @@ class Run:
         for name in ("artifacts", "evaluation", "agent"):
             shutil.rmtree(self.run_dir / name, ignore_errors=True)
         verdicts: dict[str, bool | None] = {}
-        for step in REFERENCE_STEPS:
-            result = self._step(step, index, total)
+        for offset, step in enumerate(REFERENCE_STEPS):
+            result = self._step(step, index + offset, total)
             if result.status != "successful":
                 return _failure_status(step, result)
             if step != "solve":
