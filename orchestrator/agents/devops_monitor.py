@@ -39,7 +39,7 @@ from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError
 
 SAMPLES = 3
 INTERVAL_S = 2.0
-MIN_AGE_S = 5  # younger processes are the sampler's own (and whatever else just started)
+MIN_AGE_S = 3  # younger processes are the sampler's own (and whatever else just started)
 MIB = 1024 * 1024
 
 ORDER = ("zombie_storm", "thread_explosion", "fd_leak", "disk_fill", "memory_leak", "io_hog", "cpu_spin")
@@ -56,6 +56,16 @@ MEMORY_GROWTH = 32 * MIB
 UNITS = {"zombie_storm": "zombie children", "thread_explosion": "threads", "fd_leak": "open descriptors",
          "disk_fill": "bytes in one open file", "memory_leak": "bytes resident", "io_hog": "bytes written per second",
          "cpu_spin": "of a core"}
+
+EFFECTS = {
+    "zombie_storm": "its zombies hold pids the workspace's builds and tests need (the container's pids limit)",
+    "thread_explosion": "its threads hold pids the workspace's builds and tests need (the container's pids limit)",
+    "fd_leak": "it nears its open-files limit, after which its own opens fail",
+    "disk_fill": "the filesystem it writes to fills up, leaving less room for everything else in the workspace",
+    "memory_leak": "the container's memory shrinks for builds and tests, up to out-of-memory kills",
+    "io_hog": "the disk is kept busy, slowing every build and test that reads or writes files",
+    "cpu_spin": "it takes CPU the container's builds and tests need, so they run slower",
+}
 
 # One sample: the uptime (seconds, the clock of the deltas), ps, then per process of the workspace user its open
 # descriptors (a glob, no fork), its stat line and its I/O counters (shell builtins only, so a sample stays cheap
@@ -254,6 +264,9 @@ def diagnosis(verdict: Finding | None, others: list[Finding]) -> dict[str, Any]:
         "schema": "opsbench/diagnosis/v1",
         "incident": True,
         "entities": [{"id": verdict.name, "root_cause": True, "layer": "process", "fault_type": verdict.anomaly}],
+        # The workspace's topology: the container owns its processes; what one takes, the builds and tests lack.
+        "propagations": [{"source": verdict.name, "target": "workspace", "condition": verdict.describe(),
+                          "effect": EFFECTS[verdict.anomaly]}],
         "explanation": " ".join(lines),
     }
 
@@ -264,12 +277,12 @@ def exec_out(call: Call, command: str, timeout: int = 30) -> str:
 
 
 def observe(call: Call, samples: int = SAMPLES, interval_s: float = INTERVAL_S,
-            sleep: Callable[[float], None] = time.sleep) -> tuple[list[Sample], list[OpenFile], int]:
+            sleep: Callable[[float], None] | None = None) -> tuple[list[Sample], list[OpenFile], int]:
     """Sample the workspace through ``exec``: the process samples, the open files and the clock tick."""
     taken = []
     for i in range(samples):
         if i:
-            sleep(interval_s)
+            (sleep or time.sleep)(interval_s)
         taken.append(parse_sample(exec_out(call, SAMPLE_COMMAND)))
     files_text = exec_out(call, FILES_COMMAND + "echo \"@clk $(getconf CLK_TCK)\"\n")
     clk = next((int(x.split()[1]) for x in files_text.splitlines()
@@ -278,7 +291,8 @@ def observe(call: Call, samples: int = SAMPLES, interval_s: float = INTERVAL_S,
 
 
 def run(call: Call, samples: int = SAMPLES, interval_s: float = INTERVAL_S,
-        sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+        sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Observe, decide, and answer (the diagnosis output)."""
     taken, files, clk = observe(call, samples, interval_s, sleep)
     found = findings(taken, files, clk)
     return diagnosis(found[0] if found else None, found)
