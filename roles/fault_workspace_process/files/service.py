@@ -23,13 +23,13 @@ LOG_MAX = 64 * 1024
 MB = 1024 * 1024
 
 DEFAULTS = {
-    "memory_mb": 320, "memory_mb_per_s": 32,
+    "memory_mb": 320, "memory_mb_per_s": 64,
     "cpu_duty": 0.75,
-    "fds": 700, "fds_per_s": 100,
-    "disk_mb": 220, "disk_mb_per_s": 25,
-    "children": 100, "children_per_s": 20,
+    "fds": 700, "fds_per_s": 200,
+    "disk_mb": 220, "disk_mb_per_s": 50,
+    "children": 100, "children_per_s": 40,
     "io_mb_per_s": 6, "io_file_mb": 32,
-    "threads": 200, "threads_per_s": 50,
+    "threads": 200, "threads_per_s": 100,
 }
 
 
