@@ -7,8 +7,8 @@ or environment naming the anomaly; the scripted agent (orchestrator/agents/devop
 answered by a podman-exec shim that runs them as the gateway does (bash -c as the workspace user in /workspace),
 names the spec's process and anomaly, and its answer scores fl_pass 1 against the ground truth; removal leaves
 nothing (env_workspace's pristine: no process, no saved state; the service files gone); after the last one the
-specs' recovery gate (their baseline check, the same in all) holds. Also: removal without injection and twice is a no-op, injecting twice equals once.
-About 2-3 minutes on the shared 2-core machine.
+specs' recovery gate (their baseline check, the same in all) holds. Also: removal without injection and removal
+twice are no-ops, injecting twice equals once. About 2 min 15 s on the shared 2-core machine.
 """
 
 from __future__ import annotations
