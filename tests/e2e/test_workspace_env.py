@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from orchestrator.argspecs import resolve_role_vars
+from orchestrator.evaluation.workspace import count_report, load_projects
 from orchestrator.lifecycle import free_port_base
 from orchestrator.runner import StepResult, ansible_env, run_playbook
 from orchestrator.spec import environment_role
@@ -120,9 +121,13 @@ def test_deploy_publishes_a_locked_down_workspace(ws: Workspace) -> None:
         "container": f"ob-{ws.run_id}-workspace", "root": "/workspace", "user": "dev", "uid": 1000, "gid": 1000,
         "projects": PROJECTS, "tree": str(ws.run_dir / "env" / "workspace"), "baseline": "opsbench-baseline"}
     assert ws.deploy.stats["environment"]["container"] == ws.container
+    assert ws.environment["tool_families"] == ["terminal", "topology"]  # no telemetry: nothing else to offer
     topology = ws.environment["topology"]
-    assert {e["id"] for e in topology["entities"]} == {"workspace", *PROJECTS, *(f"{p}-build" for p in PROJECTS)}
-    assert {(e["source"], e["target"]) for e in topology["edges"]} == {
+    services = {e["id"] for e in topology["entities"] if e["kind"] == "process"}  # monitoring's background services
+    assert len(services) == 7
+    assert {e["id"] for e in topology["entities"]} - services == {"workspace", *PROJECTS,
+                                                                 *(f"{p}-build" for p in PROJECTS)}
+    assert {(e["source"], e["target"]) for e in topology["edges"] if e["target"] not in services} == {
         *(("workspace", p) for p in PROJECTS), *((p, f"{p}-build") for p in PROJECTS)}
     info = json.loads(ok(podman("container", "inspect", ws.container)))[0]
     host = info["HostConfig"]
@@ -179,6 +184,15 @@ def test_the_python_project_installs_from_the_wheel_cache(ws: Workspace) -> None
     # The index is off: a requirement the cache does not hold cannot be installed.
     missing = sh(ws, ".venv/bin/pip install requests", cwd="/workspace/invoicer", timeout=60)
     assert missing.returncode != 0 and "No matching distribution" in missing.stderr, missing
+
+
+def test_make_check_is_each_projects_gate_with_the_test_count_projects_yml_declares(ws: Workspace) -> None:
+    """What evaluate_workspace relies on: `make -s check` passes on the pristine project and its report counts
+    exactly the tests projects.yml declares (the floor a fix must reach)."""
+    for project, meta in load_projects().items():
+        ok(sh(ws, meta["check"], cwd=f"/workspace/{project}", timeout=400))
+        passed, failed, found = count_report(ws.run_dir / "env" / "workspace" / project, meta["report"])
+        assert found and (passed, failed) == (meta["tests"], 0), (project, passed, failed)
 
 
 def test_the_container_has_no_network_and_reaches_nothing_of_the_host(ws: Workspace) -> None:
