@@ -77,8 +77,8 @@ def steady(log: Log, _cfg: dict) -> None:
         time.sleep(period())
 
 
-def hold(log: Log, what: str) -> None:
-    log.line(what)
+def hold(log: Log, _what: str) -> None:
+    """Keep what was taken and go on like a steady service (the log does not tell: the process's resources do)."""
     n = 0
     while True:
         time.sleep(period())
