@@ -132,6 +132,7 @@ class Finding:
     name: str
     anomaly: str
     value: float
+    detail: str = ""
 
     @property
     def strength(self) -> float:
@@ -146,7 +147,7 @@ class Finding:
             shown = f"{self.value:.0%} of a core"
         else:
             shown = f"{self.value:.0f} {UNITS[self.anomaly]}"
-        return f"{self.name} (pid {self.pid}): {self.anomaly}, {shown}"
+        return f"{self.name} (pid {self.pid}): {self.anomaly}, {shown}{' ' + self.detail if self.detail else ''}"
 
 
 def parse_sample(text: str) -> Sample:
@@ -214,9 +215,10 @@ def findings(samples: list[Sample], files: list[OpenFile], clk_tck: int = 100) -
     first, last = samples[0], samples[-1]
     span = last.time - first.time
     found: list[Finding] = []
-    biggest: dict[int, int] = {}
+    biggest: dict[int, OpenFile] = {}
     for f in files:
-        biggest[f.pid] = max(f.size, biggest.get(f.pid, 0))
+        if f.pid not in biggest or f.size > biggest[f.pid].size:
+            biggest[f.pid] = f
     for p in services(last):
         before = first.procs.get(p.pid)
         if before is not None and before.comm != p.comm:
@@ -225,7 +227,7 @@ def findings(samples: list[Sample], files: list[OpenFile], clk_tck: int = 100) -
             "zombie_storm": sum(1 for q in last.procs.values() if q.ppid == p.pid and q.stat.startswith("Z")),
             "thread_explosion": p.nlwp,
             "fd_leak": p.fds or 0,
-            "disk_fill": biggest.get(p.pid, 0),
+            "disk_fill": biggest[p.pid].size if p.pid in biggest else 0,
             "memory_leak": p.rss_kb * 1024,
         }
         if before is not None and span > 0:
@@ -240,7 +242,8 @@ def findings(samples: list[Sample], files: list[OpenFile], clk_tck: int = 100) -
                 measures["cpu_spin"] = (p.cpu_ticks - before.cpu_ticks) / clk_tck / span
         for anomaly, value in measures.items():
             if value >= THRESHOLDS[anomaly]:
-                found.append(Finding(p.pid, p.comm, anomaly, float(value)))
+                detail = f"in {biggest[p.pid].path}" if anomaly == "disk_fill" else ""
+                found.append(Finding(p.pid, p.comm, anomaly, float(value), detail))
     return sorted(found, key=lambda f: (ORDER.index(f.anomaly), -f.strength, f.pid))
 
 

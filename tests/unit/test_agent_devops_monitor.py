@@ -386,7 +386,7 @@ def test_the_healthy_services_alone_raise_nothing(anomaly: str) -> None:
 
 
 @pytest.mark.parametrize("anomaly", sorted(BAD))
-def test_a_replayed_run_writes_a_diagnosis_that_passes_the_scenario(anomaly: str) -> None:
+def test_a_replayed_run_writes_a_diagnosis_that_passes_the_scenario(anomaly: str, tmp_path: Path) -> None:
     """The agent end to end on the recording: exec only, three samples, then the files; its output is valid and
     scores fl_pass 1 against the scenario's ground truth (the reference answer too)."""
     gateway = Replay(anomaly)
@@ -400,14 +400,11 @@ def test_a_replayed_run_writes_a_diagnosis_that_passes_the_scenario(anomaly: str
     topology = load_topology("workspace")
     assert spec["faults"][0]["args"] == {"name": BAD[anomaly], "anomaly": anomaly}
     assert out["entities"] == [{"id": BAD[anomaly], "root_cause": True, "layer": "process", "fault_type": anomaly}]
-    for output in (out, spec["reference"][0]["args"]["output"]):
-        path = Path(f"/tmp/devops-monitor-{anomaly}-{id(output)}.json")
-        try:
-            path.write_text(json.dumps(output))
-            assert load_output(path, "diagnose").status == "scored"
-            scores = score_diagnosis(path, truth, topology)
-        finally:
-            path.unlink(missing_ok=True)
+    for i, output in enumerate((out, spec["reference"][0]["args"]["output"])):
+        path = tmp_path / f"output-{i}.json"
+        path.write_text(json.dumps(output))
+        assert load_output(path, "diagnose").status == "scored"
+        scores = score_diagnosis(path, truth, topology)
         assert scores["fl_pass"] == 1.0, scores
         assert (scores["type_match"], scores["layer_match"], scores["ntam_fl"]) == (1.0, 1.0, 1.0), scores
 
@@ -436,6 +433,7 @@ def test_a_big_file_written_fast_is_disk_fill_not_io_hog() -> None:
     assert dm.decide(samples, files) == found[0]
     out = dm.diagnosis(found[0], found)
     assert "io_hog" in out["explanation"] and out["entities"][0]["fault_type"] == "disk_fill"
+    assert "220 MiB in /tmp/services/metrics-agent/spool/batch-0001.dat" in out["explanation"]
 
 
 def test_memory_still_growing_counts_before_it_is_large() -> None:
