@@ -16,6 +16,7 @@ The agent's output file (the fix or tests report) is read and its status recorde
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import re
@@ -153,6 +154,29 @@ def agent_tests(agent: Path, pristine: Path, meta: dict[str, Any]) -> list[str]:
     return out
 
 
+def tree_diff(agent: Path, pristine: Path, max_bytes: int = 200_000) -> tuple[list[str], str]:
+    """What differs between the agent's project and the pristine one (files, then a unified diff of the text files,
+    cut at `max_bytes`): the record of the agent's work, whatever its report says."""
+    mine, theirs = set(files_of(agent)), set(files_of(pristine))
+    changed: list[str] = []
+    chunks: list[str] = []
+    for rel in sorted(mine | theirs):
+        a, b = pristine / rel, agent / rel
+        old = a.read_bytes() if rel in theirs and not a.is_symlink() else b""
+        new = b.read_bytes() if rel in mine and not b.is_symlink() else b""
+        if rel in mine and rel in theirs and old == new and a.is_symlink() == b.is_symlink():
+            continue
+        changed.append(rel)
+        try:
+            chunks += difflib.unified_diff(old.decode().splitlines(keepends=True),
+                                           new.decode().splitlines(keepends=True),
+                                           f"a/{rel}" if rel in theirs else "/dev/null",
+                                           f"b/{rel}" if rel in mine else "/dev/null")
+        except UnicodeDecodeError:
+            chunks.append(f"Binary files a/{rel} and b/{rel} differ\n")
+    return changed, "".join(chunks)[:max_bytes]
+
+
 def prepare_variant(pristine: Path, agent: Path, tests: list[str], bug: list[dict[str, Any]], dst: Path) -> None:
     copy_files(pristine, dst, files_of(pristine))
     apply_edits(dst, bug)
@@ -280,7 +304,12 @@ def score_workspace(output_file: Path | None, ground_truth: dict[str, Any], envi
             results.append({**base, "passed": False, "reason": f"the workspace has no project {project}"})
             continue
         scorer = _fix_stage if stage["kind"] == "fix" else _tests_stage
-        results.append({**base, **scorer(stage, agent, source / project, meta, work, run_check_here)})
+        changed, diff = tree_diff(agent, source / project)
+        if diff:
+            # Beside the scores (the scratch copies under `work` are removed): evaluation/<name>-<task>.diff.
+            (work.parent / f"{work.name.removesuffix('-work')}-{stage['task']}.diff").write_text(diff)
+        results.append({**base, **scorer(stage, agent, source / project, meta, work, run_check_here),
+                        "changed_vs_pristine": changed})
     passed = sum(1 for r in results if r["passed"])
     return {
         "status": "scored",

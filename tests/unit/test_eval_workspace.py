@@ -129,6 +129,10 @@ def test_write_tests_stage(tmp_path: Path) -> None:
     assert none["workspace_pass"] == 0 and none["stages"][0]["reason"] == "no new or changed test file"
     catches = score(tmp_path / "2", {**buggy, "tests/test_mine.py": "x"}, stage, CORRECT)
     assert catches["workspace_pass"] == 1, catches["stages"][0]["reason"]
+    # The record of the agent's work against the pristine project: the bug it was given and the test it added.
+    assert catches["stages"][0]["changed_vs_pristine"] == ["src/calc.py", "tests/test_mine.py"]
+    diff = (tmp_path / "2" / "work-t.diff").read_text()
+    assert "-    return a + b\n+    return a - b" in diff and "+++ b/tests/test_mine.py" in diff
     assert catches["stages"][0]["agent_tests"] == ["tests/test_mine.py"]
     blind = score(tmp_path / "3", {**buggy, "tests/test_mine.py": "x"}, stage,
                   {**CORRECT, "test_mine.py": lambda code: True})
