@@ -3,12 +3,12 @@
 For a ``fix`` task it runs the project's gate (``make -s check``) in the workspace, matches the failure against a
 rulebook of build and configuration remedies (an artifact or wheel pinned to a version the offline repository
 lacks, a dependency the code needs but the build does not declare, merge-conflict markers, a toolchain target newer
-than the installed one, a build environment variable naming a path that does not exist), applies the first remedy
-that matches by editing files with ``read_file``/``write_file``, and runs the gate again, a few rounds at most. Each
-remedy reads what the workspace holds (the Maven repository, the wheel cache, the installed JDK and Go) rather than
-knowing the answer. It cannot fix a bug in the code or write a test that catches one (issue resolving, test
-generation): there it reports that no remedy applies. A ``diagnose`` task (monitoring) is handed to
-``orchestrator.agents.devops_monitor``.
+than the installed one, a renamed Go module, a build environment variable naming a path that does not exist),
+applies the first remedy that matches by editing files with ``read_file``/``write_file``, and runs the gate again, a
+few rounds at most. Each remedy reads what the workspace holds (the Maven repository, the wheel cache, the installed
+JDK and Go) rather than knowing the answer. It cannot fix a bug in the code or write a test that catches one (issue
+resolving, test generation): there it reports that no remedy applies. A ``diagnose`` task (monitoring) is handed
+to ``orchestrator.agents.devops_monitor``.
 
 Run: ``opsbench run devops-build-junit-unresolvable --agent "python -m orchestrator.agents.devops"``.
 """
@@ -240,6 +240,25 @@ def go_toolchain(ws: Workspace, log: str) -> bool:
     return True
 
 
+def go_module_path(ws: Workspace, log: str) -> bool:
+    """The code imports its own packages under a module path go.mod no longer declares (a renamed module): declare
+    the path the code uses again (the tests import it too, and they are not to be changed)."""
+    m = re.search(r"(?:cannot find module providing package|no required module provides package) ([\w./-]+)"
+                  r"|package ([\w./-]+) is not in (?:GOROOT|std)", log)
+    gomod = ws.read("go.mod")
+    declared = re.search(r"^module (\S+)", gomod or "", flags=re.M)
+    if not m or gomod is None or not declared:
+        return False
+    wanted, name = (m.group(1) or m.group(2)).split("/"), declared.group(1).rsplit("/", 1)[-1]
+    while wanted and wanted[-1] != name:  # a subpackage of the module: its path ends below the module's
+        wanted.pop()
+    if not wanted or "/".join(wanted) == declared.group(1):
+        return False
+    ws.write("go.mod", gomod.replace(f"module {declared.group(1)}", f"module {'/'.join(wanted)}", 1),
+             f"the code imports its packages as {'/'.join(wanted)}, go.mod declared {declared.group(1)}")
+    return True
+
+
 # -- Python -----------------------------------------------------------------------------------------------------------
 def _wheels(ws: Workspace) -> list[str]:
     out = ws.sh("pip3 config list 2>/dev/null; ls /opt/wheels 2>/dev/null")
@@ -313,7 +332,8 @@ def python_requires(ws: Workspace, log: str) -> bool:
 
 
 RULEBOOK: tuple[Remedy, ...] = (conflict_markers, env_missing_path, maven_unresolvable, maven_missing_package,
-                                maven_release, go_toolchain, pip_unresolvable, python_missing_module, python_requires)
+                                maven_release, go_toolchain, go_module_path, pip_unresolvable, python_missing_module,
+                                python_requires)
 
 
 def fix(call: Call, project: str) -> dict[str, Any]:

@@ -121,6 +121,15 @@ def test_a_newer_go_mod_targets_the_installed_go() -> None:
     assert term.files["go.mod"] == "module x\n\ngo 1.19\n"
 
 
+def test_a_renamed_go_module_gets_the_path_its_code_imports_back() -> None:
+    log = ("cmd/limitcheck/main.go:16:2: cannot find module providing package opsbench.local/ratelimit/internal/x: "
+           "import lookup disabled by -mod=readonly")
+    term = FakeTerminal("ratelimit", {"go.mod": "module github.com/opsbench/ratelimit\n\ngo 1.19\n"},
+                        lambda f: log if "github.com" in f["go.mod"] else "")
+    devops.fix(term, "ratelimit")
+    assert term.files["go.mod"] == "module opsbench.local/ratelimit\n\ngo 1.19\n"
+
+
 def test_a_java_release_newer_than_the_jdk_is_lowered_to_the_jdk() -> None:
     pom = POM.replace("<maven.compiler.release>17", "<maven.compiler.release>21")
     term = FakeTerminal("stockkeeper", {"pom.xml": pom},
