@@ -28,6 +28,10 @@ def _median(values: Sequence[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
 
+def _mean(values: Sequence[float]) -> float | None:
+    return round(statistics.mean(values), 2) if values else None
+
+
 def _elapsed(run: Run, step: str) -> float | None:
     value = run.state["results"].get(step, {}).get("elapsed")
     return round(float(value), 2) if isinstance(value, (int, float)) else None
@@ -69,8 +73,10 @@ def bench_trials(scenarios: list[Scenario], progress: Progress) -> list[dict[str
             wall = round(time.monotonic() - start, 2)
             healthy = summary.get("recovered") is True and not summary.get("leftovers") \
                 and summary.get("cleanup") == "done"
+            workspace = (summary.get("evaluations") or {}).get("workspace") or {}
             rows.append({"scenario": scn.id, "class": scn.data["metadata"]["class"], "status": summary["status"],
                          "passed": decided_pass(summary.get("evaluations") or {}) is True, "wall_s": wall,
+                         "stage_pass_rate": workspace.get("stage_pass_rate"),
                          "agent_s": _elapsed(trial, "agent"), "evaluate_s": _elapsed(trial, "evaluate"),
                          "run_id": trial.id})
             progress.message(f"  {'passed' if rows[-1]['passed'] else 'failed'} in {wall} s")
@@ -88,7 +94,9 @@ def by_class(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                     "pass_at_1": round(sum(r["passed"] for r in mine) / len(mine), 2),
                     "median_trial_s": _median([r["wall_s"] for r in mine]),
                     "median_agent_s": _median([r["agent_s"] for r in mine if r["agent_s"] is not None]),
-                    "median_evaluate_s": _median([r["evaluate_s"] for r in mine if r["evaluate_s"] is not None])}
+                    "median_evaluate_s": _median([r["evaluate_s"] for r in mine if r["evaluate_s"] is not None]),
+                    "stages_passed": _mean([r["stage_pass_rate"] for r in mine
+                                            if r.get("stage_pass_rate") is not None])}
     return out
 
 
@@ -109,12 +117,16 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"DevOps workspaces: load {report['load']['start']} -> {report['load']['end']}",
              f"  workspace start (deploy step, {report['repeats']}x): median {s['median_deploy_s']} s "
              f"(runs {', '.join(map(str, s['deploy_s']))}); teardown median {s['median_teardown_s']} s",
-             "  per family (one trial per scenario, baseline agent):",
-             f"    {'CLASS':<16} {'PASS@1':>7} {'TRIAL s':>8} {'AGENT s':>8} {'EVAL s':>7}"]
+             "  per family (one trial per scenario, baseline agent; times are medians, stages the mean share of stages "
+             "passed):",
+             f"    {'CLASS':<16} {'PASS@1':<13} {'STAGES':>6} {'TRIAL s':>8} {'AGENT s':>8} {'EVAL s':>7}"]
     for cls, row in report["classes"].items():
-        lines.append(f"    {cls:<16} {row['pass_at_1']:>4.2f} ({row['passed']}/{row['scenarios']}) "
-                     f"{row['median_trial_s']!s:>8} {row['median_agent_s']!s:>8} {row['median_evaluate_s']!s:>7}")
+        passed = f"{row['pass_at_1']:.2f} ({row['passed']}/{row['scenarios']})"
+        stages = "-" if row.get("stages_passed") is None else f"{row['stages_passed']:.2f}"
+        lines.append(f"    {cls:<16} {passed:<13} {stages:>6} {row['median_trial_s']!s:>8} "
+                     f"{row['median_agent_s']!s:>8} {row['median_evaluate_s']!s:>7}")
     failed = [r for r in report["trials"] if not r["passed"]]
     if failed:
-        lines.append("  not passed: " + ", ".join(f"{r['scenario']} ({r['status']})" for r in failed))
+        lines.append("  not passed: " + ", ".join(r["scenario"] + ("" if r["status"] == "completed" else
+                                                                 f" ({r['status']})") for r in failed))
     return "\n".join(lines)
