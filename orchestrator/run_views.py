@@ -20,6 +20,9 @@ def render_summary(s: dict[str, Any]) -> str:
             from orchestrator.sandbox import summary
             lines.append(f"  agent isolation: {summary(isolation)}")
     for name, scores in s["evaluations"].items():
+        if name == "workspace" and isinstance(scores.get("stages"), list):
+            lines += _workspace_lines(scores)
+            continue
         shown = {k: v for k, v in scores.items() if k not in ("predicted",)}
         lines.append(f"  {name}: {json.dumps(shown, sort_keys=True)}")
     lines.append(f"  cleanup: {s['cleanup']}"
@@ -29,6 +32,19 @@ def render_summary(s: dict[str, Any]) -> str:
     for r in s.get("cleanup_retried", []):
         lines.append(f"    retried: {r}")
     return "\n".join(lines)
+
+
+def _workspace_lines(scores: dict[str, Any]) -> list[str]:
+    """A DevOps score: pass, then one line per stage with its reason (the build logs are in --json and the
+    evaluation file)."""
+    lines = [f"  workspace: workspace_pass {scores.get('workspace_pass')}, stages {scores.get('stages_passed')}/"
+             f"{scores.get('stages_total')}, report {scores.get('report')}"]
+    for stage in scores["stages"]:
+        changed = stage.get("changed_vs_pristine")
+        lines.append(f"    {stage.get('task')} ({stage.get('kind')}, {stage.get('project')}): "
+                     f"{'passed' if stage.get('passed') else 'failed'}: {stage.get('reason')}"
+                     + (f"; changed vs pristine: {', '.join(changed[:8])}" if changed else ""))
+    return lines
 
 
 def render_run(run: dict[str, Any]) -> str:

@@ -172,3 +172,20 @@ def test_projects_file_names_every_project() -> None:
         assert (wsv.SOURCE_DIR / name / "Makefile").is_file(), name
         assert meta["report"] in ("surefire", "gotest", "junit") and meta["tests"] > 0
         assert any(wsv.matches(rel, wsv.protected_tests(meta)) for rel in wsv.files_of(wsv.SOURCE_DIR / name)), name
+
+
+def test_a_devops_score_reads_as_one_line_per_stage() -> None:
+    from orchestrator.run_views import render_summary
+    scores = {"status": "scored", "workspace_pass": 0, "stages_passed": 1, "stages_total": 2, "report": "scored",
+              "stages": [{"task": "fix-build", "kind": "fix", "project": "ratelimit", "passed": True,
+                          "reason": "make check passed (11 tests)", "check": {"tail": "x" * 4000},
+                          "changed_vs_pristine": ["go.mod"]},
+                         {"task": "write-test", "kind": "write-tests", "project": "ratelimit", "passed": False,
+                          "reason": "no new or changed test file", "changed_vs_pristine": []}]}
+    text = render_summary({"run_id": "r", "scenario": "s", "status": "completed", "reason": "", "agent": {},
+                           "evaluations": {"workspace": scores}, "cleanup": "done", "recovered": True,
+                           "cleanup_problems": []})
+    assert "  workspace: workspace_pass 0, stages 1/2, report scored" in text
+    assert "    fix-build (fix, ratelimit): passed: make check passed (11 tests); changed vs pristine: go.mod" in text
+    assert "    write-test (write-tests, ratelimit): failed: no new or changed test file" in text
+    assert "xxxx" not in text  # the build log stays in --json and the evaluation file
