@@ -142,16 +142,19 @@ def _podman(storage: list[str]) -> dict[str, Any]:
 
 
 def _tool(manifest: dict[str, Any], name: str, **args: Any) -> dict[str, Any]:
-    """One gateway call over REST: {"ok": ..., "result" or "error": ...}."""
-    token = Path(manifest["token_file"]).read_text().strip()
-    req = urllib.request.Request(f"{manifest['tools']['url']}/v1/tools/{name}", data=json.dumps(args).encode(),
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    """One gateway call over REST: {"ok": ..., "result" or "error": ...}; not ok when there is no such gateway."""
     try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            body: dict[str, Any] = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        body = json.loads(exc.read() or b"{}")
-    return body
+        token = Path(manifest["token_file"]).read_text().strip()
+        req = urllib.request.Request(f"{manifest['tools']['url']}/v1/tools/{name}", data=json.dumps(args).encode(),
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                body: dict[str, Any] = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            body = json.loads(exc.read() or b"{}")
+    except (KeyError, OSError, ValueError) as exc:  # no token or gateway (a stand-in, the isolation audit's)
+        return {"ok": False, "error": {"message": repr(exc)}}
+    return body if isinstance(body, dict) else {"ok": False, "error": {"message": "not a gateway answer"}}
 
 
 def terminal(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
