@@ -47,6 +47,24 @@ def run_json(home: Path, *args: str, timeout: float = 300, **env: str) -> tuple[
                              f"stdout={proc.stdout}\nstderr={proc.stderr}") from None
 
 
+def unfinished_trials(home: Path, campaign: str) -> str:
+    """Why a campaign's trials did not finish, one line each: its status and reason, then each step's status from
+    its run.json (so a failure's summary line names the step, not only the count)."""
+    lines = []
+    path = home / "campaigns" / campaign / "trials.jsonl"
+    for rec in (json.loads(line) for line in (path.read_text().splitlines() if path.exists() else [])):
+        if rec["status"] in ("completed", "invalid"):
+            continue
+        state_file = home / "runs" / rec["host"] / "trials" / rec["run_id"] / "run.json"
+        steps = {}
+        if rec["run_id"] and state_file.exists():
+            results = json.loads(state_file.read_text()).get("results", {})
+            steps = {k: f"{v.get('status')} {v.get('elapsed')}s" for k, v in results.items()}
+        lines.append(f"{rec['scenario']} / {rec['agent'][-40:]}: {rec['status']}: {rec['reason'][:300]} "
+                     f"steps={steps}")
+    return "; ".join(lines) or "no trial record says why"
+
+
 def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)

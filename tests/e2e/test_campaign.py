@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import assert_no_leftovers, run_cli, run_json
+from .conftest import assert_no_leftovers, run_cli, run_json, unfinished_trials
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = {"loopweb-web-down": "web", "loopweb-gateway-bad-upstream": "gateway-config"}
@@ -19,7 +19,7 @@ def test_campaign_reuses_environments_keeps_runs_apart_and_resumes(home: Path) -
     rc, result = run_json(home, "campaign", *SCENARIOS, "--trials", "2", "--parallel", "2", "--name", "ci",
                           timeout=1200)
     assert rc == 0, result
-    assert result["unfinished"] == 0
+    assert result["unfinished"] == 0, f"{unfinished_trials(home, 'ci')} | {result}"
     assert {(r["scenario"], r["trials"], r["passed"]) for r in result["scenarios"]} == {
         (s, 2, 2) for s in SCENARIOS}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_json
+from .conftest import run_json, unfinished_trials
 
 pytestmark = pytest.mark.e2e
 SCENARIO = "shop-cart-down-mitigate"
@@ -38,7 +38,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
     # The bystander's evaluator waits its full 90 s for alerts that never clear: room for that.
     rc, result = run_json(home, "campaign", SCENARIO, "--agent", FIXER, "--agent", BYSTANDER, "--name", "mitigate",
                           timeout=1200)
-    assert rc == 0 and result["unfinished"] == 0, result
+    assert rc == 0 and result["unfinished"] == 0, f"{unfinished_trials(home, 'mitigate')} | {result}"
     records = [json.loads(line)
                for line in (home / "campaigns" / "mitigate" / "trials.jsonl").read_text().splitlines()]
     assert len({r["host"] for r in records}) == 1, records  # one shop for both agents

@@ -23,7 +23,17 @@ import pytest
 from orchestrator import paths
 from orchestrator.secrets_scan import scan_files, scan_sqlite
 
-from .conftest import OPSBENCH, assert_no_leftovers, cli_env, port_open, run_cli, run_json, run_state, scenario_copy
+from .conftest import (
+    OPSBENCH,
+    assert_no_leftovers,
+    cli_env,
+    port_open,
+    run_cli,
+    run_json,
+    run_state,
+    scenario_copy,
+    unfinished_trials,
+)
 
 pytestmark = [pytest.mark.e2e]
 SCENARIO = "loopweb-web-down"
@@ -291,7 +301,7 @@ def test_secrets_after_a_campaign(home: Path, tmp_path: Path) -> None:
         "sys.exit(subprocess.call([sys.executable, '-m', 'orchestrator.agents.heuristic']))\n")
     rc, result = run_json(home, "campaign", "loopweb-web-down", "loopweb-gateway-bad-upstream", "--name", "sec",
                           "--agent", f"{sys.executable} {agent}", timeout=900, **PLANTED)
-    assert rc == 0 and result["unfinished"] == 0, result
+    assert rc == 0 and result["unfinished"] == 0, f"{unfinished_trials(home, 'sec')} | {result}"
     tokens = {f"token of {p.parts[-4]}": p.read_text().strip() for p in home.rglob("workspace/token.txt")}
     assert len(tokens) == 2 and all(len(t) == 40 for t in tokens.values()), tokens
     secrets = {**PLANTED, **tokens}
