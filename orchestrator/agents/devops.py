@@ -15,17 +15,14 @@ Run: ``opsbench run devops-build-junit-unresolvable --agent "python -m orchestra
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError
+from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError, open_session
 
 GATE = "make -s check"
 ROUNDS = 6
@@ -392,15 +389,10 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any] | None:
 
 
 def main() -> int:
-    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
-    gateway = manifest.get("tools") or {}
-    if not gateway.get("url"):
-        print("the manifest names no tool gateway (manifest.tools.url)", file=sys.stderr)
-        return 2
-    token = Path(manifest["token_file"]).read_text().strip()
-    output = run(manifest, GatewayClient(gateway["url"], token))
+    session = open_session()
+    output = run(session.manifest, GatewayClient(session.url, session.token))
     if output is not None:
-        Path(manifest["output"]["path"]).write_text(json.dumps(output, indent=2))
+        session.write(output)
     return 0
 
 

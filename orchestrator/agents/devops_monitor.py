@@ -26,16 +26,13 @@ Run: ``opsbench run devops-monitor-memory-leak --agent "python -m orchestrator.a
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError
+from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError, open_session
 
 SAMPLES = 3
 INTERVAL_S = 2.0
@@ -302,18 +299,13 @@ def run(call: Call, samples: int = SAMPLES, interval_s: float = INTERVAL_S,
 
 
 def main() -> int:
-    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
-    gateway = manifest.get("tools") or {}
-    if not gateway.get("url"):
-        print("the manifest names no tool gateway (manifest.tools.url)", file=sys.stderr)
-        return 2
-    token = Path(manifest["token_file"]).read_text().strip()
+    session = open_session()
     try:
-        output = run(GatewayClient(gateway["url"], token))
+        output = run(GatewayClient(session.url, session.token))
     except ToolError as exc:
         print(f"devops_monitor: {exc}", file=sys.stderr)
         return 1
-    Path(manifest["output"]["path"]).write_text(json.dumps(output, indent=2))
+    session.write(output)
     return 0
 
 

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.gateway_client import GatewayClient, ToolError
+from orchestrator.agents.gateway_client import GatewayClient, ToolError, open_session
 from orchestrator.agents.heuristic import _alert_list
 from orchestrator.finops import insights
 from orchestrator.finops.detect import detect, ranked
@@ -204,13 +202,13 @@ def cost_incident(tool: GatewayClient, kinds: set[str]) -> dict[str, Any]:
 
 
 def main() -> int:
-    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
-    token = Path(manifest["token_file"]).read_text().strip()
-    tool = GatewayClient(manifest["tools"]["url"], token)
+    session = open_session()
+    manifest = session.manifest
+    tool = GatewayClient(session.url, session.token)
     kinds = {t["kind"] for t in manifest["tasks"]}
     if kinds & {"diagnose", "mitigate"}:
         incident = cost_incident(tool, kinds)
-        Path(os.environ.get("OPSBENCH_OUTPUT", manifest["output"]["path"])).write_text(json.dumps(incident, indent=2))
+        session.write(incident)
         print(incident["explanation"])
         return 0
     output: dict[str, Any] = {"schema": "opsbench/finops/v1", "answers": {}}
@@ -231,7 +229,7 @@ def main() -> int:
         except (ToolError, ValueError, KeyError) as exc:
             notes.append(f"{task['id']}: {kind} failed: {exc}")
     output["explanation"] = "; ".join(notes)
-    Path(os.environ.get("OPSBENCH_OUTPUT", manifest["output"]["path"])).write_text(json.dumps(output, indent=2))
+    session.write(output)
     print(output["explanation"])
     return 0
 

@@ -1,16 +1,21 @@
 """What every baseline agent shares to reach the run's tool gateway: the call interface, its error, the REST client.
 
 An agent is written against ``call(tool, **args) -> result`` raising ``ToolError``; the REST client here and the
-MCP client (``mcp_client``) both implement it, so agents switch transport without change.
+MCP client (``mcp_client``) both implement it, so agents switch transport without change. ``open_session`` is every
+agent's start: the run's manifest, the gateway's address and token, where the output goes.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
 
 Call = Callable[..., Any]
 
@@ -42,3 +47,38 @@ class GatewayClient:
             raise ToolError(tool, (body.get("error") or {}).get("message", "no reason given"))
         self.next_page = body.get("next_page")
         return body.get("result")
+
+
+@dataclass(frozen=True)
+class Session:
+    """What an agent is handed: the manifest, the gateway (REST url, MCP url, bearer token) and its output file."""
+
+    manifest: dict[str, Any]
+    url: str
+    mcp_url: str | None
+    token: str
+    output: Path
+
+    def write(self, output: Mapping[str, Any]) -> None:
+        """The agent's answer, where the manifest (or $OPSBENCH_OUTPUT) says."""
+        self.output.write_text(json.dumps(output, indent=2))
+
+
+def _setup_error(message: str) -> NoReturn:
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def open_session(environ: Mapping[str, str] = os.environ) -> Session:
+    """The run's manifest ($OPSBENCH_MANIFEST) and its gateway; exits 2 naming what is missing (an agent started
+    outside `opsbench run`, or for a run whose manifest names no tool gateway)."""
+    manifest_file = environ.get("OPSBENCH_MANIFEST")
+    if not manifest_file:
+        _setup_error("OPSBENCH_MANIFEST is not set: run the agent through `opsbench run` or `opsbench campaign`")
+    manifest = json.loads(Path(manifest_file).read_text())
+    gateway = manifest.get("tools") or {}
+    if not gateway.get("url"):
+        _setup_error(f"the manifest {manifest_file} names no tool gateway (manifest.tools.url)")
+    return Session(manifest=manifest, url=gateway["url"], mcp_url=gateway.get("mcp_url"),
+                   token=Path(manifest["token_file"]).read_text().strip(),
+                   output=Path(environ.get("OPSBENCH_OUTPUT") or manifest["output"]["path"]))

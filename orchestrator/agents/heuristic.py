@@ -23,15 +23,13 @@ It is a baseline, not a contender: it proves scenarios solvable and gives the le
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from orchestrator.agents.browser import explain as browser_explain
-from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError
+from orchestrator.agents.gateway_client import Call, GatewayClient, ToolError, open_session
 
 # Alerts that point at the entity where a fault sits (causes) vs. at its effects (symptoms).
 CAUSES = {"ServiceDown", "ContainerNotRunning", "ContainerRestarted", "ServiceCpuSaturated", "ServiceMemoryHigh",
@@ -271,19 +269,14 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
 
 
 def main() -> int:
-    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
-    gateway = manifest.get("tools") or {}
-    if not gateway.get("url"):
-        print("the manifest names no tool gateway (manifest.tools.url)", file=sys.stderr)
-        return 2
-    token = Path(manifest["token_file"]).read_text().strip()
+    session = open_session()
     if "--mcp" in sys.argv[1:]:  # the same agent, with its tools taken over MCP instead of REST
         from orchestrator.agents.mcp_client import MCPGatewayClient
-        with MCPGatewayClient(gateway["mcp_url"], token) as mcp:
-            output = run(manifest, mcp)
+        with MCPGatewayClient(session.mcp_url or "", session.token) as mcp:
+            output = run(session.manifest, mcp)
     else:
-        output = run(manifest, GatewayClient(gateway["url"], token))
-    Path(manifest["output"]["path"]).write_text(json.dumps(output, indent=2))
+        output = run(session.manifest, GatewayClient(session.url, session.token))
+    session.write(output)
     return 0
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import jsonschema
 
-from orchestrator.agents.gateway_client import GatewayClient, ToolError
+from orchestrator.agents.gateway_client import GatewayClient, ToolError, open_session
 
 PREVIEW_CHARS = 2000
 PAGE_CHARS = 4000
@@ -250,16 +250,16 @@ def run(manifest: dict[str, Any], config: LLMConfig, call: Callable[..., Any],
 
 
 def main() -> int:
-    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
     try:
-        config = LLMConfig.from_env()
+        config = LLMConfig.from_env()  # the model first: its settings are what a user most often forgets
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    token = Path(manifest["token_file"]).read_text().strip()
-    client = GatewayClient(manifest["tools"]["url"], token)
-    req = urllib.request.Request(f"{manifest['tools']['url'].rstrip('/')}/v1/tools",
-                                 headers={"Authorization": f"Bearer {token}"})
+    session = open_session()
+    manifest = session.manifest
+    client = GatewayClient(session.url, session.token)
+    req = urllib.request.Request(f"{session.url.rstrip('/')}/v1/tools",
+                                 headers={"Authorization": f"Bearer {session.token}"})
     with urllib.request.urlopen(req, timeout=30) as resp:
         listed = json.loads(resp.read())
     tools = listed.get("tools", listed) if isinstance(listed, dict) else listed
@@ -272,7 +272,7 @@ def main() -> int:
     if output is None:
         print("no valid output within the turn budget", file=sys.stderr)
         return 1
-    Path(manifest["output"]["path"]).write_text(json.dumps(output, indent=2))
+    session.write(output)
     return 0
 
 

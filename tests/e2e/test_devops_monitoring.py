@@ -14,13 +14,9 @@ twice are no-ops, injecting twice equals once. About 2 min 15 s on the shared 2-
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,47 +26,21 @@ import yaml
 from orchestrator.agents import devops_monitor
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.evaluation.diagnosis import score_diagnosis
-from orchestrator.lifecycle import free_port_base
-from orchestrator.runner import StepResult, ansible_env, run_playbook
-from orchestrator.spec import environment_role
+from orchestrator.runner import StepResult
 from orchestrator.validate import load_topology
 
-ROLE = environment_role("workspace")
+from .workspace_env import NEEDS_WORKSPACE, PODMAN_ENV, Workspace, deployed
+
 FAULT = "fault_workspace_process"
-IMAGE = "localhost/opsbench-workspace:current"
-PODMAN_ENV = {**os.environ, **{k: v for k, v in ansible_env().items() if k.startswith("CONTAINERS_")}}
 SPECS = sorted((Path(__file__).resolve().parents[2] / "scenario_specs").glob("devops-monitor-*"))
 SERVICES_DIR = "/home/dev/.local/share/services"
 TELLTALE = ("leak", "spin", "fill", "zombie", "storm", "hog", "explosion", "thread", "anomaly", "mode")
 
-
-def _image_exists() -> bool:
-    if shutil.which("podman") is None:
-        return False
-    proc = subprocess.run(["podman", "image", "exists", IMAGE], env=PODMAN_ENV, capture_output=True, check=False)
-    return proc.returncode == 0
+pytestmark = [pytest.mark.e2e, NEEDS_WORKSPACE]
 
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.geteuid() != 0 or not _image_exists(),
-                       reason=f"needs root and the image {IMAGE} (make images)"),
-]
-
-
-@dataclass
-class Workspace:
-    run_id: str
-    run_dir: Path
-    work: Path
-    extravars: dict[str, Any]
-    container: str
-    torn_down: bool = False
-
-    def step(self, playbook: str, **extra: Any) -> StepResult:
-        name = playbook.removesuffix(".yml")
-        return run_playbook(name, playbook, {**self.extravars, **extra}, self.work / f"{name}-{uuid.uuid4().hex[:6]}",
-                            job_timeout=180)
+class Monitored(Workspace):
+    """The workspace with the monitoring family's fault, checks and the agent's `exec`."""
 
     def fault(self, entry: str, args: dict[str, Any], name: str = "misbehaving-service") -> StepResult:
         return self.step(f"{entry}.yml", opsbench_faults=[
@@ -89,12 +59,6 @@ class Workspace:
         assert result.ok, result.failures
         return list(result.stats.get("leftovers", []))
 
-    def sh(self, script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """`script` as the gateway's exec runs it: bash -c as the workspace user in /workspace."""
-        return subprocess.run(["podman", "exec", "--user=1000:1000", "--workdir=/workspace", self.container,
-                               "bash", "-c", script], env=PODMAN_ENV, capture_output=True, text=True,
-                              timeout=timeout, check=False)
-
     def exec_tool(self, tool: str, **args: Any) -> dict[str, Any]:
         """The gateway's `exec` for the agent (the only tool it calls)."""
         assert tool == "exec", tool
@@ -108,25 +72,12 @@ def spec_of(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
-    work = tmp_path_factory.mktemp("monitoring")
-    run_id = f"montest-{uuid.uuid4().hex[:8]}"
-    run_dir = work / "run"
-    run_dir.mkdir()
-    extravars = {"opsbench_run_id": run_id, "opsbench_run_dir": str(run_dir), "opsbench_port_base": free_port_base(),
-                 "opsbench_environment": {"name": "environment", "role": ROLE,
-                                          "vars": resolve_role_vars(ROLE, "deploy", {})}}
-    deploy = run_playbook("deploy", "deploy.yml", extravars, work / "deploy", job_timeout=300)
-    w = Workspace(run_id, run_dir, work, extravars, f"ob-{run_id}-workspace")
-    try:
-        assert deploy.ok, f"deploy failed: {deploy.failures}"
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitored]:
+    with deployed(tmp_path_factory.mktemp("monitoring"), "montest", Monitored) as w:
         yield w
-    finally:
-        if not w.torn_down:
-            w.step("teardown.yml")
 
 
-def test_there_is_a_scenario_per_anomaly_and_deploy_publishes_their_processes(ws: Workspace) -> None:
+def test_there_is_a_scenario_per_anomaly_and_deploy_publishes_their_processes(ws: Monitored) -> None:
     specs = [spec_of(p)[0] for p in SPECS]
     anomalies = {s["faults"][0]["args"]["anomaly"] for s in specs}
     assert anomalies == {"memory_leak", "cpu_spin", "fd_leak", "disk_fill", "zombie_storm", "io_hog",
@@ -137,7 +88,7 @@ def test_there_is_a_scenario_per_anomaly_and_deploy_publishes_their_processes(ws
     assert {(e["source"], e["target"]) for e in published["edges"]} >= {("workspace", p) for p in processes}
 
 
-def test_removal_without_injection_is_a_no_op_and_the_baseline_holds(ws: Workspace) -> None:
+def test_removal_without_injection_is_a_no_op_and_the_baseline_holds(ws: Monitored) -> None:
     spec, _ = spec_of(SPECS[0])
     removed = ws.fault("remove", spec["faults"][0]["args"])
     assert removed.ok, removed.failures
@@ -146,7 +97,7 @@ def test_removal_without_injection_is_a_no_op_and_the_baseline_holds(ws: Workspa
 
 
 @pytest.mark.parametrize("spec_dir", SPECS, ids=[p.name for p in SPECS])
-def test_the_anomaly_manifests_the_agent_finds_it_and_removal_leaves_nothing(ws: Workspace, spec_dir: Path) -> None:
+def test_the_anomaly_manifests_the_agent_finds_it_and_removal_leaves_nothing(ws: Monitored, spec_dir: Path) -> None:
     spec, truth = spec_of(spec_dir)
     args = spec["faults"][0]["args"]
     started = time.monotonic()
@@ -198,7 +149,7 @@ def test_the_anomaly_manifests_the_agent_finds_it_and_removal_leaves_nothing(ws:
     print(f"{spec_dir.name}: manifested in {manifested:.1f} s, cycle {time.monotonic() - started:.1f} s")
 
 
-def test_after_them_all_the_recovery_gate_holds(ws: Workspace) -> None:
+def test_after_them_all_the_recovery_gate_holds(ws: Monitored) -> None:
     """The specs' recovery gate (their baseline: none of the services runs), once after the last removal."""
     for spec_dir in SPECS:
         spec, _ = spec_of(spec_dir)
@@ -207,9 +158,8 @@ def test_after_them_all_the_recovery_gate_holds(ws: Workspace) -> None:
     assert all(c["ok"] for c in outcome.values()), outcome
 
 
-def test_teardown_leaves_nothing(ws: Workspace) -> None:
-    down = ws.step("teardown.yml")
-    ws.torn_down = True
+def test_teardown_leaves_nothing(ws: Monitored) -> None:
+    down = ws.teardown()
     assert down.ok, down.failures
     gone = subprocess.run(["podman", "container", "exists", ws.container], env=PODMAN_ENV, check=False)
     assert gone.returncode == 1

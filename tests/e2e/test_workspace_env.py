@@ -13,81 +13,24 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from orchestrator.argspecs import resolve_role_vars
 from orchestrator.evaluation.workspace import count_report, load_projects
-from orchestrator.lifecycle import free_port_base
-from orchestrator.runner import StepResult, ansible_env, run_playbook
-from orchestrator.spec import environment_role
 
-ROLE = environment_role("workspace")
-IMAGE = "localhost/opsbench-workspace:current"
+from .workspace_env import NEEDS_WORKSPACE, Workspace, deployed, podman
+
 PROJECTS = ["stockkeeper", "ratelimit", "invoicer"]
-PODMAN_ENV = {**os.environ, **{k: v for k, v in ansible_env().items() if k.startswith("CONTAINERS_")}}
 PIDS_LIMIT = 512
 
-
-def _image_exists() -> bool:
-    if shutil.which("podman") is None:
-        return False
-    proc = subprocess.run(["podman", "image", "exists", IMAGE], env=PODMAN_ENV, capture_output=True, check=False)
-    return proc.returncode == 0
-
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.geteuid() != 0 or not _image_exists(),
-                       reason=f"needs root and the image {IMAGE} (make images)"),
-]
-
-
-@dataclass
-class Workspace:
-    run_id: str
-    run_dir: Path
-    work: Path
-    extravars: dict[str, Any]
-    deploy: StepResult
-    environment: dict[str, Any]
-    torn_down: list[StepResult] = field(default_factory=list)
-
-    @property
-    def container(self) -> str:
-        return str(self.environment["workspace"]["container"])
-
-    def step(self, name: str, playbook: str, changed: list[str] | None = None) -> StepResult:
-        def on_event(event: dict[str, Any]) -> None:
-            data = event.get("event_data", {})
-            if changed is not None and event.get("event") in ("runner_on_ok", "runner_item_on_ok") \
-                    and data.get("res", {}).get("changed"):
-                changed.append(str(data.get("task", "?")))
-
-        return run_playbook(name, playbook, self.extravars, self.work / f"{name}-{uuid.uuid4().hex[:6]}",
-                            job_timeout=300, on_event=on_event)
-
-
-def podman(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], env=PODMAN_ENV, capture_output=True, text=True, timeout=timeout,
-                          check=False)
-
-
-def sh(ws: Workspace, script: str, *, cwd: str = "/workspace", timeout: float = 240,
-       user: str = "1000:1000") -> subprocess.CompletedProcess[str]:
-    """`script` in the workspace container, as the terminal tools run commands (podman exec as the user)."""
-    return podman("exec", f"--user={user}", f"--workdir={cwd}", ws.container, "bash", "-c", script, timeout=timeout)
+pytestmark = [pytest.mark.e2e, NEEDS_WORKSPACE]
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> str:
@@ -97,22 +40,8 @@ def ok(proc: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
-    work = tmp_path_factory.mktemp("workspace")
-    run_id = f"wstest-{uuid.uuid4().hex[:8]}"
-    run_dir = work / "run"
-    run_dir.mkdir()
-    extravars = {"opsbench_run_id": run_id, "opsbench_run_dir": str(run_dir), "opsbench_port_base": free_port_base(),
-                 "opsbench_environment": {"name": "environment", "role": ROLE,
-                                          "vars": resolve_role_vars(ROLE, "deploy", {})}}
-    deploy = run_playbook("deploy", "deploy.yml", extravars, work / "deploy", job_timeout=300)
-    environment = json.loads((run_dir / "environment.json").read_text()) if deploy.ok else {}
-    w = Workspace(run_id, run_dir, work, extravars, deploy, environment)
-    try:
-        assert deploy.ok, f"deploy failed: {deploy.failures}"
+    with deployed(tmp_path_factory.mktemp("workspace"), "wstest", Workspace) as w:
         yield w
-    finally:
-        if not w.torn_down:
-            w.step("teardown", "teardown.yml")
 
 
 def test_deploy_publishes_a_locked_down_workspace(ws: Workspace) -> None:
@@ -145,32 +74,32 @@ def test_deploy_publishes_a_locked_down_workspace(ws: Workspace) -> None:
     tree = Path(ws.environment["workspace"]["tree"])
     assert sorted(p.name for p in tree.iterdir()) == sorted(PROJECTS)
     assert {(p.stat().st_uid, p.stat().st_gid) for p in [tree, *tree.rglob("*")]} == {(1000, 1000)}
-    out = ok(sh(ws, 'id -un; for p in */; do git -C "$p" describe --tags; git -C "$p" status --porcelain; done'))
+    out = ok(ws.sh('id -un; for p in */; do git -C "$p" describe --tags; git -C "$p" status --porcelain; done'))
     assert out.split() == ["dev"] + ["opsbench-baseline"] * len(PROJECTS)
 
 
 def test_a_second_deploy_changes_nothing(ws: Workspace) -> None:
     changed: list[str] = []
-    again = ws.step("deploy", "deploy.yml", changed)
+    again = ws.step("deploy.yml", changed=changed)
     assert again.ok, again.failures
     assert changed == [], f"a second deploy changed: {changed}"
 
 
 def test_the_maven_project_builds_and_tests_offline(ws: Workspace) -> None:
-    out = ok(sh(ws, "mvn -q package && ls target/*.jar && cat target/surefire-reports/*.txt",
+    out = ok(ws.sh("mvn -q package && ls target/*.jar && cat target/surefire-reports/*.txt",
                 cwd="/workspace/stockkeeper"))
     assert "target/stockkeeper-1.4.0.jar" in out
     runs = [line for line in out.splitlines() if line.startswith("Tests run:")]
     assert len(runs) == 3 and all("Failures: 0, Errors: 0" in line for line in runs), out
     # A failing test fails the build (the harness can tell a broken project from a working one).
-    broken = sh(ws, "sed -i 's/return cases \\* caseSize;/return cases * caseSize + 1;/' "
+    broken = ws.sh("sed -i 's/return cases \\* caseSize;/return cases * caseSize + 1;/' "
                     "src/main/java/org/opsbench/stockkeeper/ReorderPolicy.java && mvn -q test; rc=$?; "
                     "git checkout -q -- . && exit $rc", cwd="/workspace/stockkeeper")
     assert broken.returncode != 0 and "ReorderPolicyTest" in broken.stdout + broken.stderr, broken
 
 
 def test_the_go_module_tests_pass_offline(ws: Workspace) -> None:
-    out = ok(sh(ws, "go env GOPROXY GOFLAGS && go vet ./... && go test ./... && "
+    out = ok(ws.sh("go env GOPROXY GOFLAGS && go vet ./... && go test ./... && "
                     "go build -o bin/limitcheck ./cmd/limitcheck && printf '0 a\\n1 a\\n' | bin/limitcheck -burst 1",
                 cwd="/workspace/ratelimit"))
     assert out.splitlines()[:2] == ["off", "-mod=readonly"]
@@ -178,11 +107,11 @@ def test_the_go_module_tests_pass_offline(ws: Workspace) -> None:
 
 
 def test_the_python_project_installs_from_the_wheel_cache(ws: Workspace) -> None:
-    out = ok(sh(ws, "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest -q && "
+    out = ok(ws.sh("python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest -q && "
                     ".venv/bin/pip list --format=freeze", cwd="/workspace/invoicer"))
     assert " passed" in out and "python-dateutil==2.9.0.post0" in out and "invoicer==0.9.2" in out
     # The index is off: a requirement the cache does not hold cannot be installed.
-    missing = sh(ws, ".venv/bin/pip install requests", cwd="/workspace/invoicer", timeout=60)
+    missing = ws.sh(".venv/bin/pip install requests", cwd="/workspace/invoicer", timeout=60)
     assert missing.returncode != 0 and "No matching distribution" in missing.stderr, missing
 
 
@@ -190,13 +119,13 @@ def test_make_check_is_each_projects_gate_with_the_test_count_projects_yml_decla
     """What evaluate_workspace relies on: `make -s check` passes on the pristine project and its report counts
     exactly the tests projects.yml declares (the floor a fix must reach)."""
     for project, meta in load_projects().items():
-        ok(sh(ws, meta["check"], cwd=f"/workspace/{project}", timeout=400))
+        ok(ws.sh(meta["check"], cwd=f"/workspace/{project}", timeout=400))
         passed, failed, found = count_report(ws.run_dir / "env" / "workspace" / project, meta["report"])
         assert found and (passed, failed) == (meta["tests"], 0), (project, passed, failed)
 
 
 def test_the_container_has_no_network_and_reaches_nothing_of_the_host(ws: Workspace) -> None:
-    assert ok(sh(ws, "ip -o link show | awk -F': ' '{print $2}'")).split() == ["lo"]
+    assert ok(ws.sh("ip -o link show | awk -F': ' '{print $2}'")).split() == ["lo"]
     with socket.socket() as listener:  # a port open on the host's loopback
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -207,9 +136,9 @@ def test_the_container_has_no_network_and_reaches_nothing_of_the_host(ws: Worksp
                  "        socket.create_connection((host, port), timeout=3).close(); print('connected', host)\n"
                  "    except OSError as exc:\n"
                  "        print('refused', host, type(exc).__name__)\n")
-        out = ok(sh(ws, f"python3 -c {shlex.quote(probe)} {port}", timeout=60))
+        out = ok(ws.sh(f"python3 -c {shlex.quote(probe)} {port}", timeout=60))
     assert "connected" not in out and out.count("refused") == 3, out
-    assert sh(ws, "getent hosts deb.debian.org", timeout=30).returncode != 0
+    assert ws.sh("getent hosts deb.debian.org", timeout=30).returncode != 0
 
 
 def _pids_cgroup(container: str) -> Path:
@@ -264,7 +193,7 @@ def test_a_fork_bomb_is_contained(ws: Workspace) -> None:
     try:
         # The classic bomb: each process starts two in the background and returns, so the processes are orphans of
         # the container's init at once and outlive the command that started them.
-        ok(sh(ws, "(b() { b | b & }; b) </dev/null >/dev/null 2>&1", timeout=30))
+        ok(ws.sh("(b() { b | b & }; b) </dev/null >/dev/null 2>&1", timeout=30))
         time.sleep(5)
         # The host stays usable while the bomb runs: a new process starts at once.
         t0 = time.monotonic()
@@ -279,30 +208,29 @@ def test_a_fork_bomb_is_contained(ws: Workspace) -> None:
     assert peak[0] <= PIDS_LIMIT and killed >= PIDS_LIMIT - 64, (peak, killed)
     assert host_latency < 5, f"starting a process on the host took {host_latency:.1f}s during the bomb"
     # The workspace is usable afterwards, with its own processes left (init, sleep, and the shell and `ps` asking).
-    out = ok(sh(ws, "echo alive && ps -e --no-headers -o args", timeout=30)).splitlines()
+    out = ok(ws.sh("echo alive && ps -e --no-headers -o args", timeout=30)).splitlines()
     assert out[0] == "alive" and len(out) <= 5 and not any("b | b" in line for line in out), out
     assert ok(podman("container", "inspect", "--format", "{{.State.Status}}", ws.container)).strip() == "running"
 
 
 def test_pristine_reports_a_changed_project_until_it_is_restored(ws: Workspace) -> None:
-    clean = ws.step("pristine", "pristine.yml")
+    clean = ws.step("pristine.yml")
     assert clean.ok and clean.stats.get("leftovers") == [], clean.stats
-    ok(sh(ws, "echo '<!-- drift -->' >> pom.xml && touch NOTES.txt && (nohup sleep 300 >/dev/null 2>&1 &)",
+    ok(ws.sh("echo '<!-- drift -->' >> pom.xml && touch NOTES.txt && (nohup sleep 300 >/dev/null 2>&1 &)",
           cwd="/workspace/stockkeeper"))
-    dirty = ws.step("pristine", "pristine.yml")
+    dirty = ws.step("pristine.yml")
     leftovers = dirty.stats.get("leftovers")
     assert isinstance(leftovers, list)
     assert "project stockkeeper: changed pom.xml" in leftovers and "project stockkeeper: changed NOTES.txt" in leftovers
     assert any(item.startswith("process ") and item.endswith("sleep 300") for item in leftovers), leftovers
-    ok(sh(ws, "git checkout -q -- . && git clean -qfx -e target && pkill -f '^sleep 300$'; true",
+    ok(ws.sh("git checkout -q -- . && git clean -qfx -e target && pkill -f '^sleep 300$'; true",
           cwd="/workspace/stockkeeper"))
-    again = ws.step("pristine", "pristine.yml")
+    again = ws.step("pristine.yml")
     assert again.stats.get("leftovers") == [], again.stats
 
 
 def test_teardown_leaves_nothing(ws: Workspace) -> None:
-    result = ws.step("teardown", "teardown.yml")
-    ws.torn_down.append(result)
+    result = ws.teardown()
     assert result.ok, result.failures
     assert podman("container", "exists", ws.container).returncode == 1
     label = f"label=opsbench.run={ws.run_id}"
@@ -313,5 +241,5 @@ def test_teardown_leaves_nothing(ws: Workspace) -> None:
                                            check=False).stdout
     # A second teardown (`opsbench cleanup` after an interrupted one) finds nothing to do.
     changed: list[str] = []
-    again = ws.step("teardown", "teardown.yml", changed)
+    again = ws.step("teardown.yml", changed=changed)
     assert again.ok and changed == [], (again.failures, changed)

@@ -475,4 +475,6 @@ def test_main_writes_the_output_the_manifest_names(tmp_path: Path, monkeypatch: 
     assert out["entities"][0]["id"] == "cache-warmer" and out["entities"][0]["fault_type"] == "fd_leak"
     monkeypatch.setenv("OPSBENCH_MANIFEST", str(tmp_path / "none.json"))
     (tmp_path / "none.json").write_text(json.dumps({**manifest, "tools": {}}))
-    assert dm.main() == 2
+    with pytest.raises(SystemExit) as stopped:
+        dm.main()
+    assert stopped.value.code == 2

@@ -11,16 +11,15 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
-from orchestrator.agents.gateway_client import GatewayClient, ToolError
+from orchestrator.agents.gateway_client import GatewayClient, ToolError, open_session
 
 
 def main() -> int:
     service, instance = sys.argv[1], sys.argv[2]
     fix = "--no-fix" not in sys.argv
-    manifest = json.loads(Path(os.environ["OPSBENCH_MANIFEST"]).read_text())
-    tools = GatewayClient(manifest["tools"]["url"], Path(manifest["token_file"]).read_text().strip())
+    session = open_session()
+    tools = GatewayClient(session.url, session.token)
     tools("get_alerts")
     actions = []
     if fix:
@@ -35,7 +34,7 @@ def main() -> int:
     out = {"schema": "opsbench/mitigation/v1", "actions": actions,
            "plan": f"{instance} was down; restarted it" if fix else "observed only",
            "usage": {"input_tokens": 1000, "output_tokens": 50}}
-    Path(manifest["output"]["path"]).write_text(json.dumps(out))
+    session.write(out)
     return 0
 
 
