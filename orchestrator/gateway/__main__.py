@@ -63,7 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:  # the run's port taken since its block was chosen: one line for the handover to show
+        sock.close()
+        ctx.close()
+        logging.getLogger("opsbench.gateway").error("cannot listen on %s:%d: %s", args.host, args.port,
+                                                    exc.strerror or exc)
+        return 2
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     pid_file = ctx.gateway_dir / "gateway.pid"

@@ -80,3 +80,23 @@ def test_a_scenario_that_needs_the_live_world_is_refused_before_anything_runs(tm
     with pytest.raises(OpsBenchError, match=r"task\(s\) .*\(mitigate\) that need the live world"):
         replay([snap], agent="true")
     assert store.list_runs() == []
+
+
+def test_a_gateway_whose_port_was_taken_fails_the_handover_with_its_log(snapshot: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's gateway port (base + 9) taken after the block was chosen: the trial errors (the agent never ran)
+    and the reason carries the gateway's own words."""
+    import socket
+
+    from orchestrator import lifecycle
+
+    base = lifecycle.free_port_base()
+    monkeypatch.setattr(lifecycle, "free_port_base", lambda: base)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", base + 9))  # bound, not listening: the gateway cannot bind, nothing answers
+        records = replay([snapshot], agent="true")
+    assert [r.status for r in records] == ["error"]
+    assert "did not answer" in records[0].reason and "gateway/gateway.log ends" in records[0].reason
+    assert "address already in use" in records[0].reason.lower(), records[0].reason
+    rows = {r["id"]: r for r in store.list_runs()}
+    assert "agent" not in json.loads((Path(rows[records[0].run_id]["run_dir"]) / "run.json").read_text())["done"]
