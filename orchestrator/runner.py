@@ -129,7 +129,7 @@ def _result_text(res: dict[str, Any]) -> str:
     return " | ".join(parts) or "failed"
 
 
-def _failure_text(event: dict[str, Any]) -> str | None:
+def failure_text(event: dict[str, Any]) -> str | None:
     if event.get("event") not in ("runner_on_failed", "runner_on_unreachable"):
         return None
     data = event.get("event_data", {})
@@ -143,7 +143,7 @@ def _failure_text(event: dict[str, Any]) -> str | None:
     return f"task '{data.get('task', '?')}' on {data.get('host', '?')}: {str(msg).strip()[:500]}"
 
 
-def _close_reaped(self: Any, force: bool = True) -> None:
+def close_reaped(self: Any, force: bool = True) -> None:
     """ptyprocess's close() sleeps 0.1 s "to give the kernel time to update process status" before it checks the
     child. ansible-runner closes the pty only once the playbook has exited and been reaped (`terminated`), so for
     us that sleep is 0.1 s of every step for nothing (a twentieth of a short check step): skip it then, and keep it
@@ -172,7 +172,7 @@ def run_playbook(
 
     # Runner calls Runner.handle_termination by class name, so patch it there (see above).
     ansible_runner.runner.Runner.handle_termination = classmethod(_handle_termination)
-    ptyprocess.PtyProcess.close = _close_reaped
+    ptyprocess.PtyProcess.close = close_reaped
 
     private_data_dir.mkdir(parents=True, exist_ok=True)
     stats: dict[str, Any] = {}
@@ -191,7 +191,7 @@ def run_playbook(
             on_pid(pid)
         if event.get("event") == "playbook_on_stats":
             stats.update(event.get("event_data", {}).get("artifact_data") or {})
-        text = _failure_text(event)
+        text = failure_text(event)
         if text:
             failures.append(text)
         if on_event:
@@ -235,7 +235,7 @@ def run_playbook(
     elapsed = time.monotonic() - start
     return StepResult(step, status, int(runner.rc if runner.rc is not None else -1),
                       elapsed, stats.get("opsbench", {}) if stats else {},
-                      failures, Path(rc_config.artifact_dir), _timing(start_wall, elapsed, marks))
+                      failures, Path(rc_config.artifact_dir), play_timing(start_wall, elapsed, marks))
 
 
 def _created(event: dict[str, Any]) -> float:
@@ -249,7 +249,7 @@ def _created(event: dict[str, Any]) -> float:
     return (created if created.tzinfo else created.replace(tzinfo=UTC)).timestamp()
 
 
-def _timing(start: float, elapsed: float, marks: dict[str, float]) -> dict[str, float]:
+def play_timing(start: float, elapsed: float, marks: dict[str, float]) -> dict[str, float]:
     """StepResult.timing from the step's start, its length and the playbook's first and last events."""
     first, recap = marks.get("playbook_on_start"), marks.get("playbook_on_stats")
     if first is None or recap is None or not start <= first <= recap:

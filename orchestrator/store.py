@@ -28,7 +28,7 @@ from typing import Any
 
 from orchestrator import paths
 
-_DDL_V1 = """
+DDL_V1 = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
     scenario_id TEXT NOT NULL,
@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS phases (
 CREATE INDEX IF NOT EXISTS runs_scenario ON runs(scenario_id);
 """
 # v2: agent identity and a scenario snapshot on runs; per-metric rows for aggregation.
-_DDL_V2 = """
+DDL_V2 = """
 ALTER TABLE runs ADD COLUMN agent_name TEXT;
 ALTER TABLE runs ADD COLUMN model TEXT;
 ALTER TABLE runs ADD COLUMN scenario_meta TEXT;
@@ -98,13 +98,13 @@ def _statements(ddl: str) -> list[str]:
 
 
 def _migrate_v1(db: sqlite3.Connection) -> None:
-    for stmt in _statements(_DDL_V1):
+    for stmt in _statements(DDL_V1):
         db.execute(stmt)
 
 
 def _migrate_v2(db: sqlite3.Connection) -> None:
     """Add the v2 columns and table, and backfill them from what v1 runs recorded."""
-    for stmt in _statements(_DDL_V2):
+    for stmt in _statements(DDL_V2):
         db.execute(stmt)
     rows = db.execute("SELECT id, agent, outcome FROM runs").fetchall()
     for row in rows:

@@ -27,7 +27,7 @@ import sys
 from typing import Any
 
 from orchestrator.agents.gateway_client import GatewayClient, ToolError, open_session
-from orchestrator.agents.heuristic import _alert_list
+from orchestrator.agents.heuristic import alert_list
 from orchestrator.finops import insights
 from orchestrator.finops.detect import detect, ranked
 
@@ -136,7 +136,7 @@ def cost_incident(tool: GatewayClient, kinds: set[str]) -> dict[str, Any]:
     """Diagnose (and, for a mitigate task, mitigate) the cost alerts."""
     from orchestrator.finops.cost import recommend
 
-    alerts = _alert_list(tool("get_alerts", limit=200))
+    alerts = alert_list(tool("get_alerts", limit=200))
     over = sorted({str((a.get("labels") or {}).get("service")) for a in alerts
                    if a.get("alertname") == "CostOverBudget"})
     if not over:

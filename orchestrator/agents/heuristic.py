@@ -58,7 +58,7 @@ REDEPLOY = {"crash_loop", "oom_kill", "bad_image", "wrong_binary", "cpu_throttle
             "wrong_credentials"}
 
 
-def _alert_list(result: Any) -> list[dict[str, Any]]:
+def alert_list(result: Any) -> list[dict[str, Any]]:
     alerts = result.get("alerts", result.get("items", [])) if isinstance(result, dict) else result
     return [a for a in alerts or [] if isinstance(a, dict)]
 
@@ -228,7 +228,7 @@ def mitigate(call: Call, diagnosis: dict[str, Any], topology: dict[str, Any]) ->
 def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
     kinds = {t["kind"] for t in manifest.get("tasks", [])}
     try:
-        alerts = _alert_list(call("get_alerts", limit=200))
+        alerts = alert_list(call("get_alerts", limit=200))
     except ToolError:
         # An environment without alerting (loopweb): probe the application's endpoints instead.
         from orchestrator.agents.probe import diagnose as probe
@@ -237,7 +237,7 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any]:
         page = getattr(call, "next_page", None)
         if not page:
             break
-        alerts += _alert_list(call("get_alerts", limit=200, page=page))
+        alerts += alert_list(call("get_alerts", limit=200, page=page))
     topology = call("get_topology")
     topology = topology if isinstance(topology, dict) else {}
     output = diagnose(alerts, topology)

@@ -73,7 +73,7 @@ def package_of(policy: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _rego_child(policy: str, ref: str, input_json: str | None) -> dict[str, Any]:
+def rego_child(policy: str, ref: str, input_json: str | None) -> dict[str, Any]:
     """Runs in the child process: compile the policy and read one reference.
 
     The query binds the reference (``value := <ref>``): rego-cpp answers a bare reference whose
@@ -515,7 +515,7 @@ def assess(output_path: Path, ground_truth: dict[str, Any], inventory: Path, tar
 
 def _child_main() -> None:
     req = json.loads(sys.stdin.read())
-    print(json.dumps(_rego_child(req["policy"], req["query"], req["input"])), flush=True)
+    print(json.dumps(rego_child(req["policy"], req["query"], req["input"])), flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the child process of rego_query

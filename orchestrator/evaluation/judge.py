@@ -183,7 +183,7 @@ def _result(status: str, config: JudgeConfig | None, version: str | None, reason
         "judge_model": config.model if config else None,
         "judge_served_model": judged.get("served_model"),
         "judge_prompt_version": version,
-        "judge_prompt_sha256": _prompt_hash(prompt) if prompt else None,
+        "judge_prompt_sha256": prompt_hash(prompt) if prompt else None,
         "judge_temperature": config.temperature if config else None,
         "judge_attempts": judged.get("attempts"),
     }
@@ -193,7 +193,7 @@ def _prompt_key(version: str) -> tuple[str, str]:
     return version.split("-", 1)[0], version
 
 
-def _prompt_hash(prompt: Mapping[str, str]) -> str:
+def prompt_hash(prompt: Mapping[str, str]) -> str:
     return hashlib.sha256((prompt["system"] + "\0" + prompt["user"]).encode()).hexdigest()[:16]
 
 
@@ -216,7 +216,7 @@ def _defuse(text: str) -> str:
     return re.sub(r"<(/?)(answer|reference)>", r"<\1 \2>", text, flags=re.IGNORECASE)
 
 
-def _schema_problem(output: Any, schema: str) -> bool:
+def schema_problem(output: Any, schema: str) -> bool:
     """True when ``output`` fails the named output schema; a schema not in this tree checks nothing."""
     try:
         validator = jsonschema.Draft202012Validator(load_schema(schema))
@@ -234,7 +234,7 @@ def _diagnosis_texts(output: Any, ground_truth: Mapping[str, Any]) -> tuple[str,
     """(reference, answer) for the condition prompt, or the reason there is nothing to judge."""
     if not isinstance(output, dict):
         return "no diagnosis output to judge (missing or not a JSON object)"
-    if _schema_problem(output, "diagnosis_output"):
+    if schema_problem(output, "diagnosis_output"):
         return "the output does not match the diagnosis schema (scored as malformed by evaluate_diagnosis)"
     ans: list[str] = []
     if _text(output.get("explanation")):
@@ -273,7 +273,7 @@ def _mitigation_texts(output: Any, ground_truth: Mapping[str, Any]) -> tuple[str
     actions = output.get("actions", [])
     if not isinstance(actions, list) or not all(isinstance(a, dict) for a in actions):
         return "the output's actions are not a list of objects"
-    if _schema_problem(output, "mitigation_output"):
+    if schema_problem(output, "mitigation_output"):
         return "the output does not match the mitigation schema (scored as malformed by its evaluator)"
     plan = _text(output.get("plan"))
     if not plan:
@@ -373,7 +373,7 @@ def _chat(config: JudgeConfig, messages: list[dict[str, str]], key: str | None) 
 
 
 # -- answers -----------------------------------------------------------------------------------
-def _parse_verdict(content: str) -> dict[str, Any]:
+def parse_verdict(content: str) -> dict[str, Any]:
     """Read the judge's JSON answer (code fences and surrounding prose tolerated); JudgeError if unusable."""
     text = re.sub(r"^\s*```[a-zA-Z]*\s*|\s*```\s*$", "", content.strip())
     candidates = [text]
@@ -425,7 +425,7 @@ def _judge(field: str, texts: tuple[str, str] | str, config: JudgeConfig | None)
         if not isinstance(content, str):
             raise JudgeError("the judge's message content is not text")
         try:
-            verdict = _parse_verdict(content)
+            verdict = parse_verdict(content)
         except JudgeError as exc:
             served = response.get("model")
             return _result("judge_error", config, version, _redact(str(exc), key), attempts=attempts,

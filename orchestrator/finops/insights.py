@@ -12,7 +12,7 @@ from typing import Any
 
 import duckdb
 
-from .sql import _json_value
+from .sql import json_value
 
 APP = "json_extract_string(Tags, '$.application')"
 
@@ -91,7 +91,7 @@ def resolve(kind: str, **params: Any) -> str:
 def run(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     cursor = con.execute(sql)
     cols = [d[0] for d in cursor.description or []]
-    return [{c: _json_value(v) for c, v in zip(cols, row, strict=True)} for row in cursor.fetchall()]
+    return [{c: json_value(v) for c, v in zip(cols, row, strict=True)} for row in cursor.fetchall()]
 
 
 def series_sql(service: str, unit: str) -> str:

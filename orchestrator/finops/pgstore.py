@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from .sql import DEFAULT_LIMIT, DEFAULT_TIMEOUT, QueryResult, SqlError, _json_value, checked_query
+from .sql import DEFAULT_LIMIT, DEFAULT_TIMEOUT, QueryResult, SqlError, checked_query, json_value
 
 PG_TYPES = {"VARCHAR": "text", "TIMESTAMP": "timestamp", "DOUBLE": "double precision", "BIGINT": "bigint",
             "INTEGER": "integer", "DATE": "date", "BOOLEAN": "boolean"}
@@ -120,7 +120,7 @@ class PostgresBillingDatabase:
                 self._con.rollback()
             seconds = (dt.datetime.now() - started).total_seconds()
         page = rows[offset:offset + limit]
-        return QueryResult(columns, types, [[_json_value(v) for v in row] for row in page], offset,
+        return QueryResult(columns, types, [[json_value(v) for v in row] for row in page], offset,
                            len(rows) > offset + limit, seconds)
 
     def describe(self, table: str) -> dict[str, Any]:
@@ -137,8 +137,8 @@ class PostgresBillingDatabase:
             finally:
                 self._con.rollback()
         return {"table": table, "rows": int(rows), "columns": [{"name": c, "type": t} for c, t in cols],
-                "charge_periods": {"first_charge_period_start": _json_value(first),
-                                   "last_charge_period_end": _json_value(last)}}
+                "charge_periods": {"first_charge_period_start": json_value(first),
+                                   "last_charge_period_end": json_value(last)}}
 
 
 def _type_name(oid: int) -> str:

@@ -62,7 +62,7 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
@@ -72,9 +72,9 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, list | tuple):
-        return [_json_value(v) for v in value]
+        return [json_value(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
+        return {str(k): json_value(v) for k, v in value.items()}
     if isinstance(value, dt.timedelta):
         return value.total_seconds()
     return value
@@ -141,7 +141,7 @@ class BillingDatabase:
                 timer.cancel()
             seconds = (dt.datetime.now() - started).total_seconds()
         page = rows[offset:offset + limit]
-        return QueryResult(columns, types, [[_json_value(v) for v in row] for row in page], offset,
+        return QueryResult(columns, types, [[json_value(v) for v in row] for row in page], offset,
                            len(rows) > offset + limit, seconds)
 
     def describe(self, table: str) -> dict[str, Any]:
@@ -157,6 +157,6 @@ class BillingDatabase:
             if any(c == "ChargePeriodStart" for c, _ in cols):
                 first, last = self._con.execute(
                     f'SELECT min(ChargePeriodStart), max(ChargePeriodEnd) FROM "{table}"').fetchone() or (None, None)
-                span = {"first_charge_period_start": _json_value(first), "last_charge_period_end": _json_value(last)}
+                span = {"first_charge_period_start": json_value(first), "last_charge_period_end": json_value(last)}
         return {"table": table, "rows": int(rows), "columns": [{"name": c, "type": t} for c, t in cols],
                 "charge_periods": span}

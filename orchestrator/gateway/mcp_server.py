@@ -26,7 +26,7 @@ from .dispatch import Gateway
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _image_of(body: dict[str, Any]) -> types.ImageContent | None:
+def image_of(body: dict[str, Any]) -> types.ImageContent | None:
     """An answer whose result is an image (`mime_type` image/*, base64 `data`) as MCP image content; the body keeps
     everything but the data (so the model gets the picture once)."""
     result = body.get("result") if body.get("ok") else None
@@ -49,7 +49,7 @@ def build_server(gateway: Gateway) -> Server[Any]:
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         outcome = await anyio.to_thread.run_sync(gateway.call, params.name, params.arguments, "mcp")
         body = outcome.body()
-        image = _image_of(body)
+        image = image_of(body)
         text = json.dumps(body, default=str)
         if image is None:
             return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=json.loads(text),

@@ -26,7 +26,7 @@ from typing import Any
 from orchestrator import paths, store
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import Campaign, run_campaign
-from orchestrator.harness.verify import _check_wait
+from orchestrator.harness.verify import check_wait
 from orchestrator.lifecycle import Progress, new_run_id
 from orchestrator.runner import ansible_env
 from orchestrator.spec import Scenario
@@ -38,7 +38,7 @@ UNITS = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024.0, "mib": 1024.0
 NOT_LIFECYCLE = ("agent", "time_to_alert", "time_to_recover")  # inside other phases, or the agent's own time
 
 
-def _stats(values: list[float]) -> dict[str, float] | None:
+def summary_stats(values: list[float]) -> dict[str, float] | None:
     if not values:
         return None
     return {"median": round(statistics.median(values), 2), "min": round(min(values), 2),
@@ -97,7 +97,7 @@ class MemorySampler:
                 continue  # a container that went away mid-sample: the next sample counts
 
 
-def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float], list[float]]:
+def phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float], list[float]]:
     """Per-phase seconds over the campaign's runs; per-trial lifecycle without the agent; hosts' deploy+teardown."""
     phases: dict[str, list[float]] = {p: [] for p in PHASES}
     per_trial: list[float] = []
@@ -112,9 +112,9 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
         for step, res in results.items():
             if step in phases and isinstance(res.get("elapsed"), (int, float)):
                 phases[step].append(float(res["elapsed"]))
-        if "manifestation" in results and (alert := _check_wait(results["manifestation"])) is not None:
+        if "manifestation" in results and (alert := check_wait(results["manifestation"])) is not None:
             phases["time_to_alert"].append(alert)
-        if "recovery" in results and (recover := _check_wait(results["recovery"])) is not None:
+        if "recovery" in results and (recover := check_wait(results["recovery"])) is not None:
             phases["time_to_recover"].append(recover)
         per_trial.append(_lifecycle_s(results))
         if rec.host and rec.host not in hosts:
@@ -128,7 +128,7 @@ def _phase_times(records: list[Any]) -> tuple[dict[str, list[float]], list[float
     return phases, per_trial, list(hosts.values())
 
 
-def _lifecycle_by_scenario(records: list[Any]) -> dict[str, dict[str, float] | None]:
+def lifecycle_by_scenario(records: list[Any]) -> dict[str, dict[str, float] | None]:
     """Per scenario, the stats of its trials' lifecycle without the agent (`_lifecycle_s`)."""
     by: dict[str, list[float]] = {}
     for rec in records:
@@ -136,7 +136,7 @@ def _lifecycle_by_scenario(records: list[Any]) -> dict[str, dict[str, float] | N
         if row:
             results = json.loads((Path(row["run_dir"]) / "run.json").read_text())["results"]
             by.setdefault(rec.scenario, []).append(_lifecycle_s(results))
-    return {scenario: _stats(values) for scenario, values in sorted(by.items())}
+    return {scenario: summary_stats(values) for scenario, values in sorted(by.items())}
 
 
 def _lifecycle_s(results: dict[str, Any]) -> float:
@@ -152,7 +152,7 @@ def _lifecycle_s(results: dict[str, Any]) -> float:
                if step not in NOT_LIFECYCLE and isinstance(r.get("elapsed"), (int, float)))
 
 
-def _step_split(records: list[Any]) -> dict[str, dict[str, float]]:
+def step_split(records: list[Any]) -> dict[str, dict[str, float]]:
     """Per playbook phase, the medians of where its time went (runner.StepResult.timing: startup, work, exit)."""
     import statistics
 
@@ -199,20 +199,20 @@ def bench(scenarios: list[Scenario], trials: int, levels: list[int], overhead_re
         with MemorySampler(since) as memory:
             records = run_campaign(Campaign(name), scenarios, [NOOP_AGENT], trials, k, progress, purpose="bench")
         wall = time.monotonic() - start
-        phases, per_trial, host_costs = _phase_times(records)
+        phases, per_trial, host_costs = phase_times(records)
         done = [r for r in records if r.status in ("completed", "invalid")]
         amortized = [t + sum(host_costs) / len(per_trial) for t in per_trial] if per_trial else []
         report["levels"][str(k)] = {
             "campaign": name, "wall_s": round(wall, 1), "trials": len(records), "finished": len(done),
             "statuses": sorted({r.status for r in records}),
             "runs_per_hour": round(len(done) / (wall / 3600), 1) if wall > 0 else None,
-            "phases_s": {p: _stats(v) for p, v in phases.items()},
-            "phases_split_s": _step_split(records),
-            "trial_lifecycle_without_agent_s": _stats(per_trial),
-            "trial_lifecycle_with_deploy_share_s": _stats(amortized),
-            "trial_lifecycle_by_scenario_s": _lifecycle_by_scenario(records),
+            "phases_s": {p: summary_stats(v) for p, v in phases.items()},
+            "phases_split_s": step_split(records),
+            "trial_lifecycle_without_agent_s": summary_stats(per_trial),
+            "trial_lifecycle_with_deploy_share_s": summary_stats(amortized),
+            "trial_lifecycle_by_scenario_s": lifecycle_by_scenario(records),
             "peak_memory_mib": memory.peak_mib, "peak_containers": memory.peak_containers,
-            "load_1m": _stats(memory.loads), "cores": os.cpu_count(),
+            "load_1m": summary_stats(memory.loads), "cores": os.cpu_count(),
         }
     echo(f"orchestrator overhead: {overhead_repeats} interleaved repeats of one step each way")
     report["overhead"] = measure_overhead(overhead_repeats, echo)

@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestrator import paths, store
 from orchestrator.errors import OpsBenchError
-from orchestrator.harness.bench_lifecycle import NOOP_AGENT, _stats
+from orchestrator.harness.bench_lifecycle import NOOP_AGENT, summary_stats
 from orchestrator.harness.replay import ReplayRecord, replay
 from orchestrator.lifecycle import Progress
 
@@ -124,10 +124,10 @@ def bench_replay(snapshots: Sequence[Path], trials: int, levels: list[int], prog
             "wall_s": round(wall, 1), "trials": len(records), "completed": len(done), "environments": len(hosts),
             "statuses": sorted({r.status for r in records}),
             "replays_per_hour": round(len(done) / (wall / 3600), 1) if wall > 0 else None,
-            "phases_s": {p: _stats(v) for p, v in phases.items()},
-            "trial_s": _stats(per_trial),
-            "trial_with_environment_share_s": _stats([t + share for t in per_trial]),
-            "load_1m": _stats(load.loads), "cores": os.cpu_count(),
+            "phases_s": {p: summary_stats(v) for p, v in phases.items()},
+            "trial_s": summary_stats(per_trial),
+            "trial_with_environment_share_s": summary_stats([t + share for t in per_trial]),
+            "load_1m": summary_stats(load.loads), "cores": os.cpu_count(),
         }
     ranked = [(v["replays_per_hour"] or 0.0, int(k)) for k, v in report["levels"].items()]
     report["best"] = {"parallel": max(ranked)[1], "replays_per_hour": max(ranked)[0]} if ranked else None

@@ -25,7 +25,7 @@ import yaml
 from orchestrator import paths
 from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
-from orchestrator.harness.verify import _prefixed, environment_key
+from orchestrator.harness.verify import environment_key, tagged_progress
 from orchestrator.lifecycle import Interrupts, Progress, Run
 from orchestrator.results import DECIDERS
 from orchestrator.spec import Scenario
@@ -115,7 +115,7 @@ class Campaign:
             fh.write(json.dumps(asdict(record), sort_keys=True) + "\n")
 
 
-def _host_chunks(todo: list[Cell], scenarios: dict[str, Scenario], parallel: int) -> list[list[Cell]]:
+def host_chunks(todo: list[Cell], scenarios: dict[str, Scenario], parallel: int) -> list[list[Cell]]:
     """Cells grouped by shared environment and split across up to `parallel` hosts; a scenario that may not
     share (environment.reuse false) gets one host per cell."""
     groups: dict[str, list[Cell]] = {}
@@ -238,7 +238,7 @@ def run_campaign(campaign: Campaign, scenarios: list[Scenario], agents: list[str
             made.append(rec)
             on_record(rec)
 
-    chunks = _host_chunks(todo, by_id, parallel)
+    chunks = host_chunks(todo, by_id, parallel)
     with Interrupts(progress.message) as interrupts:
         if parallel <= 1 or len(chunks) <= 1:
             for chunk in chunks:
@@ -247,7 +247,7 @@ def run_campaign(campaign: Campaign, scenarios: list[Scenario], agents: list[str
                 _run_host(chunk, by_id, campaign, progress, interrupts, eta, record, tool_profile, purpose)
         else:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
-                futures = [pool.submit(_run_host, chunk, by_id, campaign, _prefixed(progress, f"env{i + 1}"),
+                futures = [pool.submit(_run_host, chunk, by_id, campaign, tagged_progress(progress, f"env{i + 1}"),
                                        interrupts, eta, record, tool_profile, purpose)
                            for i, chunk in enumerate(chunks)]
                 while not all(f.done() for f in futures):

@@ -26,7 +26,7 @@ from typing import Any
 from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import passed
-from orchestrator.harness.verify import _prefixed
+from orchestrator.harness.verify import tagged_progress
 from orchestrator.lifecycle import LIVE_ONLY_KINDS, Interrupts, Progress, Run
 from orchestrator.snapshots import format as fmt
 from orchestrator.spec import Scenario
@@ -96,7 +96,7 @@ def open_snapshots(paths: Sequence[Path]) -> Iterator[list[Target]]:
         yield targets
 
 
-def _chunks(trials: int, parallel: int) -> list[list[int]]:
+def trial_chunks(trials: int, parallel: int) -> list[list[int]]:
     """Trial numbers 1..trials split over up to `parallel` hosts, consecutive numbers per host."""
     hosts = max(1, min(parallel, trials))
     size, extra = divmod(trials, hosts)
@@ -149,7 +149,7 @@ class Job:
 
 def split(numbers: list[int], parallel: int) -> list[list[int]]:
     """`numbers` in up to `parallel` runs of consecutive items (one per frozen environment); none when empty."""
-    return [[numbers[i - 1] for i in chunk] for chunk in _chunks(len(numbers), parallel)] if numbers else []
+    return [[numbers[i - 1] for i in chunk] for chunk in trial_chunks(len(numbers), parallel)] if numbers else []
 
 
 def run_jobs(jobs: Sequence[Job], parallel: int, tool_profile: str, purpose: str, progress: Progress,
@@ -167,7 +167,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int, tool_profile: str, purpose: str
         return
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         futures = [pool.submit(_run_host, job.target, job.agent, job.numbers, tool_profile, purpose,
-                               _prefixed(progress, f"env{i + 1}"), interrupts,
+                               tagged_progress(progress, f"env{i + 1}"), interrupts,
                                bound(job))
                    for i, job in enumerate(jobs)]
         while not all(f.done() for f in futures):
@@ -189,7 +189,7 @@ def replay(paths: Sequence[Path], agent: str | None = None, trials: int = 1, par
         on_record(rec)
 
     with open_snapshots(paths) as targets, Interrupts(progress.message) as interrupts:
-        jobs = [Job(t, agent, numbers) for t in targets for numbers in _chunks(trials, parallel)]
+        jobs = [Job(t, agent, numbers) for t in targets for numbers in trial_chunks(trials, parallel)]
         run_jobs(jobs, parallel, tool_profile, purpose, progress, interrupts, lambda job, rec: record(rec))
     order = {t.info.snapshot_id: i for i, t in enumerate(targets)}
     return sorted(made, key=lambda r: (order.get(r.snapshot_id, 0), r.trial))

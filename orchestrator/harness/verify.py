@@ -36,7 +36,7 @@ class Trial:
         return self.outcome == "passed"
 
 
-def _check_wait(result: dict[str, Any]) -> float | None:
+def check_wait(result: dict[str, Any]) -> float | None:
     """Seconds a phase's checks waited until they held: the slowest check, else the step's time."""
     waits = [c["waited_s"] for c in result.get("stats", {}).get("checks", {}).values()
              if isinstance(c, dict) and isinstance(c.get("waited_s"), (int, float))]
@@ -85,8 +85,8 @@ def _verify_chunk(chunk: list[Scenario], repeats: int, progress: Progress, inter
                     steps = res["results"]
                     trial = Trial(
                         scn.id, repeat, res["outcome"], res["reason"],
-                        _check_wait(steps["manifestation"]) if scn.faults and "manifestation" in steps else None,
-                        _check_wait(steps["recovery"]) if "recovery" in steps else None,
+                        check_wait(steps["manifestation"]) if scn.faults and "manifestation" in steps else None,
+                        check_wait(steps["recovery"]) if "recovery" in steps else None,
                         list(res["leftovers"]), run.id)
                 mine.append(trial)
                 record(trial)
@@ -106,7 +106,7 @@ def _same_baseline(previous: str, scn: Scenario, chunk: list[Scenario]) -> bool:
     return prev.checks("recovery") == scn.checks("baseline")
 
 
-def _prefixed(progress: Progress, tag: str) -> Progress:
+def tagged_progress(progress: Progress, tag: str) -> Progress:
     """Progress for one of several environments at once: every line names its environment."""
     return Progress(
         step_started=lambda step, i, n: None,
@@ -141,7 +141,7 @@ def verify(scenarios: list[Scenario], repeats: int, progress: Progress,
                 _verify_chunk(chunk, repeats, progress, interrupts, record, idempotency)
         else:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
-                futures = [pool.submit(_verify_chunk, chunk, repeats, _prefixed(progress, f"env{i + 1}"),
+                futures = [pool.submit(_verify_chunk, chunk, repeats, tagged_progress(progress, f"env{i + 1}"),
                                        interrupts, record, idempotency) for i, chunk in enumerate(chunks)]
                 # Wait in short slices: signals are handled by the main thread between them.
                 while not all(f.done() for f in futures):

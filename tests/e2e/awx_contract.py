@@ -48,7 +48,7 @@ from jinja2.nativetypes import NativeEnvironment
 
 from orchestrator import paths, store
 from orchestrator.lifecycle import FORWARD
-from orchestrator.runner import _failure_text, ansible_env
+from orchestrator.runner import ansible_env, failure_text
 
 
 class Verbatim(str):
@@ -242,8 +242,8 @@ def _artifacts(runner: Any) -> dict[str, Any]:
 
 
 def _failures(runner: Any) -> list[str]:
-    """The job's failed tasks, worded as the orchestrator words a step's (runner._failure_text)."""
-    return [text for event in runner.events if (text := _failure_text(event))]
+    """The job's failed tasks, worded as the orchestrator words a step's (runner.failure_text)."""
+    return [text for event in runner.events if (text := failure_text(event))]
 
 
 class Contract:

@@ -10,10 +10,10 @@ import pytest
 from orchestrator import paths, store
 from orchestrator.harness.bench_lifecycle import (
     MemorySampler,
-    _lifecycle_by_scenario,
-    _phase_times,
-    _step_split,
+    lifecycle_by_scenario,
+    phase_times,
     render,
+    step_split,
 )
 from orchestrator.harness.campaign import TrialRecord
 
@@ -36,7 +36,7 @@ def test_phase_times_split_trials_from_their_host(tmp_path: Path, monkeypatch: p
                    "recovery": {"elapsed": 6.0, "stats": {"checks": {"b": {"waited_s": 5.0}}}}}
         write_run(f"t{i}", host_dir / "trials" / f"t{i}", results, "completed")
         records.append(TrialRecord("s", "true", i, f"t{i}", "completed", None, 30.0, host="h1"))
-    phases, per_trial, hosts = _phase_times(records)
+    phases, per_trial, hosts = phase_times(records)
     assert phases["deploy"] == [20.0] and phases["teardown"] == [4.0]  # counted once for the host
     assert phases["time_to_alert"] == [9.0, 11.0] and phases["time_to_recover"] == [5.0, 5.0]
     assert per_trial == [21.0, 21.0]  # inject + manifestation + recovery; the agent's 0.5 s is not lifecycle
@@ -54,9 +54,9 @@ def test_a_trial_whose_steps_overlap_counts_its_wall_clock(tmp_path: Path, monke
                "pristine": {"elapsed": 2.0, "started_at": t + 9, "ended_at": t + 11}}  # beside recovery
     write_run("t1", paths.runs_dir() / "t1", results, "completed")
     records = [TrialRecord("s", "true", 1, "t1", "completed", None, 15.0)]
-    _, per_trial, _ = _phase_times(records)
+    _, per_trial, _ = phase_times(records)
     assert per_trial == [13.0]  # 15 s from inject's start to recovery's end, less the agent's 2 s (the sum is 16)
-    assert _lifecycle_by_scenario(records) == {"s": {"median": 13.0, "min": 13.0, "max": 13.0, "n": 1}}
+    assert lifecycle_by_scenario(records) == {"s": {"median": 13.0, "min": 13.0, "max": 13.0, "n": 1}}
 
 
 def test_step_split_takes_medians_of_where_each_playbook_spent_its_time(tmp_path: Path,
@@ -68,16 +68,16 @@ def test_step_split_takes_medians_of_where_each_playbook_spent_its_time(tmp_path
                    "agent": {"elapsed": 0.5}}  # not a playbook: no timing
         write_run(f"t{i}", paths.runs_dir() / f"t{i}", results, "completed")
         records.append(TrialRecord("s", "true", i, f"t{i}", "completed", None, 30.0))
-    assert _step_split(records) == {"inject": {"startup": 2.0, "work": 2.0, "exit": 0.25}}
+    assert step_split(records) == {"inject": {"startup": 2.0, "work": 2.0, "exit": 0.25}}
 
 
 def test_timing_is_empty_without_both_marks() -> None:
-    from orchestrator.runner import _timing
+    from orchestrator.runner import play_timing
 
-    assert _timing(100.0, 5.0, {"playbook_on_start": 101.5, "playbook_on_stats": 104.0}) == {
+    assert play_timing(100.0, 5.0, {"playbook_on_start": 101.5, "playbook_on_stats": 104.0}) == {
         "startup": 1.5, "work": 2.5, "exit": 1.0}
-    assert _timing(100.0, 5.0, {"playbook_on_start": 101.5}) == {}  # a playbook that died before its recap
-    assert _timing(100.0, 5.0, {"playbook_on_start": 99.0, "playbook_on_stats": 104.0}) == {}  # clock went back
+    assert play_timing(100.0, 5.0, {"playbook_on_start": 101.5}) == {}  # a playbook that died before its recap
+    assert play_timing(100.0, 5.0, {"playbook_on_start": 99.0, "playbook_on_stats": 104.0}) == {}  # clock went back
 
 
 def test_memory_units_and_render() -> None:

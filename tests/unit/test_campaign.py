@@ -13,7 +13,7 @@ from orchestrator.harness.campaign import (
     Cell,
     Eta,
     TrialRecord,
-    _host_chunks,
+    host_chunks,
     load_campaign_file,
     passed,
     plan,
@@ -43,16 +43,16 @@ def test_plan_is_scenario_major() -> None:
 def test_scenarios_share_hosts_by_environment_and_split_whole() -> None:
     by_id = scenarios(LOOPWEB + SHOP)
     cells = plan(list(by_id.values()), ["a"], 3)  # type: ignore[arg-type]
-    one = _host_chunks(cells, by_id, 1)  # type: ignore[arg-type]
+    one = host_chunks(cells, by_id, 1)  # type: ignore[arg-type]
     assert sorted(sorted({c.scenario for c in chunk}) for chunk in one) == [sorted(LOOPWEB), sorted(SHOP)]
-    two = _host_chunks(cells, by_id, 2)  # type: ignore[arg-type]
+    two = host_chunks(cells, by_id, 2)  # type: ignore[arg-type]
     assert len(two) == 4 and all(len({c.scenario for c in chunk}) == 1 and len(chunk) == 3 for chunk in two)
 
 
 def test_a_scenario_that_may_not_share_gets_a_host_per_trial() -> None:
     scn = find_scenario("shop-cart-down")
     scn.data["environment"]["reuse"] = False
-    chunks = _host_chunks(plan([scn], ["a"], 3), {scn.id: scn}, 1)  # type: ignore[dict-item]
+    chunks = host_chunks(plan([scn], ["a"], 3), {scn.id: scn}, 1)  # type: ignore[dict-item]
     assert [len(c) for c in chunks] == [1, 1, 1]
 
 

@@ -204,7 +204,7 @@ EVIDENCE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
 
 def _decide_here(policy: str, package: str, evidence: Any) -> bool | None:
     """The engine call of ciso.decide without its child process (many evaluations, kept fast)."""
-    result = ciso._rego_child(policy, f"data.{package}.compliant", json.dumps(evidence))
+    result = ciso.rego_child(policy, f"data.{package}.compliant", json.dumps(evidence))
     assert result["ok"], result
     return result["value"] if result["defined"] else None
 

@@ -113,12 +113,12 @@ def test_agent_policy_decides_each_scenario_and_inverted_fails(sid: str, goal: s
         policy = agent.k8s_policy(control, invert)
         package = ciso.package_of(policy)
         assert package
-        result = ciso._rego_child(policy, f"data.{package}.compliant", json.dumps(evidence))
+        result = ciso.rego_child(policy, f"data.{package}.compliant", json.dumps(evidence))
         assert result == {"ok": True, "defined": True, "value": expected != invert}, (sid, invert, result)
     # The recording is compliant for every control, and an empty cluster is not evidence of compliance.
     policy = agent.k8s_policy(control)
     for items, want in ((_baseline()["items"], True), ([], False)):
-        result = ciso._rego_child(policy, "data.opsbench.ciso.check.compliant", json.dumps({"items": items}))
+        result = ciso.rego_child(policy, "data.opsbench.ciso.check.compliant", json.dumps({"items": items}))
         assert result["value"] is want
 
 

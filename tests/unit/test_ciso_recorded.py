@@ -52,7 +52,7 @@ def test_recorded_evidence_covers_every_class_in_both_postures() -> None:
 def _decide(policy: str, evidence: Any) -> bool | None:
     package = ciso.package_of(policy)
     assert package
-    result = ciso._rego_child(policy, f"data.{package}.compliant", json.dumps(evidence))
+    result = ciso.rego_child(policy, f"data.{package}.compliant", json.dumps(evidence))
     assert result["ok"], result
     return result["value"] if result["defined"] else None
 

@@ -16,7 +16,7 @@ from gateway_fixtures import refusal as refused
 
 from orchestrator.gateway import Gateway
 from orchestrator.gateway.evidence.frozen import FrozenEvidence
-from orchestrator.gateway.mcp_server import _image_of
+from orchestrator.gateway.mcp_server import image_of
 
 CHANGES = [
     {"id": "change:cart:deploy:1699999000000", "time": 1_699_999_000.0, "service": "cart", "kind": "deploy",
@@ -90,10 +90,10 @@ def test_screenshot_is_the_png_and_a_missing_step_names_the_known_ones(gw: Gatew
     assert "open-product, add-to-cart, open-cart" in message
     assert "skipped" in refused(gw, "view_screenshot", {"journey": "checkout", "step": "open-cart"}, "not_found")
     body = gw.call("view_screenshot", {"journey": "checkout", "step": "add-to-cart"}).body()
-    image = _image_of(body)
+    image = image_of(body)
     assert image is not None and image.mime_type == "image/png" and base64.b64decode(image.data) == PNG
     assert "data" not in body["result"], "MCP sends the picture once, as image content"
-    assert _image_of(gw.call("get_cuj_report", {}).body()) is None
+    assert image_of(gw.call("get_cuj_report", {}).body()) is None
 
 
 def test_console_network_storage_spans_filter_and_page(gw: Gateway) -> None:

@@ -132,7 +132,7 @@ def _v2_db(home: Path) -> None:
     """A database as schema version 2 left it, beside the campaign records `opsbench bench` and a user wrote."""
     home.mkdir(parents=True)
     conn = sqlite3.connect(store.db_path())
-    for ddl in (store._DDL_V1, store._DDL_V2):
+    for ddl in (store.DDL_V1, store.DDL_V2):
         conn.executescript(ddl)
     conn.execute("PRAGMA user_version = 2")
     rows = [("a1", "completed", "python3 -m my_agent"), ("v1", "verified", "python3 -m orchestrator.agents.heuristic"),

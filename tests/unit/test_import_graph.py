@@ -99,3 +99,61 @@ def test_find_cycle_names_the_cycle() -> None:
 def test_no_import_cycles() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def private_imports(file: Path, known: set[str]) -> list[str]:
+    """Where ``file`` takes another module's private name: ``from orchestrator.x import _y`` (at any depth), or
+    ``x._y`` on a module ``x`` of the orchestrator bound by an import. Dunder names are public by convention."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    tree = ast.parse(file.read_bytes(), str(file))
+    found: list[str] = []
+    bound: dict[str, str] = {}  # local name -> orchestrator module it is bound to
+    here = module_name(file) if file.is_relative_to(ROOT) else ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known and alias.asname:
+                    bound[alias.asname] = alias.name
+            continue
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source = node.module or ""
+        if node.level:  # relative: resolved against the importing module's package
+            package = here if file.name == "__init__.py" else here.rpartition(".")[0]
+            parts = package.split(".")
+            source = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+        if not source.startswith("orchestrator"):
+            continue
+        for alias in node.names:
+            if private(alias.name):
+                found.append(f"{file.name}:{node.lineno} from {source} import {alias.name}")
+            elif f"{source}.{alias.name}" in known:
+                bound[alias.asname or alias.name] = f"{source}.{alias.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
+                and private(node.attr):
+            found.append(f"{file.name}:{node.lineno} {bound[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_private_import_check_reads_both_forms(tmp_path: Path) -> None:
+    known = set(modules())
+    file = tmp_path / "m.py"
+    file.write_text("from orchestrator.harness.verify import _x, group_by_environment\n"
+                    "from orchestrator.evaluation import ciso\n"
+                    "def f():\n    from orchestrator.awx import _Dumper\n    return ciso._rego_child, ciso.score\n")
+    assert private_imports(file, known) == ["m.py:1 from orchestrator.harness.verify import _x",
+                                            "m.py:4 from orchestrator.awx import _Dumper",
+                                            "m.py:5 orchestrator.evaluation.ciso._rego_child"]
+
+
+def test_no_private_name_crosses_modules() -> None:
+    """A leading underscore says "only this module uses it": a name another module needs is public, or the two
+    modules share a third one that owns it."""
+    known = set(modules())
+    files = [*modules().values(), *sorted((paths.PROJECT_ROOT / "tests").rglob("*.py")),
+             *sorted((paths.PROJECT_ROOT / "roles").glob("*/library/*.py"))]
+    found = [hit for f in files for hit in private_imports(f, known)]
+    assert not found, "private names taken across modules:\n" + "\n".join(found)

@@ -25,13 +25,13 @@ from orchestrator import paths
 from orchestrator.evaluation.judge import (
     PROMPTS,
     JudgeConfig,
-    _parse_verdict,
-    _prompt_hash,
-    _schema_problem,
     judge_config_from_env,
     judge_diagnosis,
     judge_fields,
     judge_mitigation,
+    parse_verdict,
+    prompt_hash,
+    schema_problem,
 )
 
 KEY_ENV = "OPSBENCH_TEST_JUDGE_KEY"
@@ -275,7 +275,7 @@ def test_an_unusable_answer_is_a_judge_error(server: FakeServer, config: JudgeCo
     ],
 )
 def test_answers_are_parsed_robustly(content: str, score: float) -> None:
-    assert _parse_verdict(content)["score"] == score
+    assert parse_verdict(content)["score"] == score
 
 
 @pytest.mark.parametrize(
@@ -320,9 +320,9 @@ def test_nothing_to_judge_in_the_mitigation_is_skipped(server: FakeServer, confi
 
 
 def test_schema_check_tolerates_a_schema_not_in_this_tree() -> None:
-    assert _schema_problem({"entities": "no"}, "diagnosis_output")
-    assert not _schema_problem(DIAGNOSIS, "diagnosis_output")
-    assert not _schema_problem({"anything": 1}, "no_such_output")
+    assert schema_problem({"entities": "no"}, "diagnosis_output")
+    assert not schema_problem(DIAGNOSIS, "diagnosis_output")
+    assert not schema_problem({"anything": 1}, "no_such_output")
 
 
 def test_agent_text_cannot_close_its_answer_block(server: FakeServer, config: JudgeConfig) -> None:
@@ -344,7 +344,7 @@ def test_json_mode_and_prompt_version(server: FakeServer, config: JudgeConfig) -
 
 def test_released_prompts_are_frozen() -> None:
     # A released prompt is never edited: new wording gets a new version (and a new line here).
-    assert {v: _prompt_hash(p) for (_, v), p in PROMPTS.items()} == {
+    assert {v: prompt_hash(p) for (_, v), p in PROMPTS.items()} == {
         "condition-v1": "b354ed93f12c3051",
         "plan-v1": "4790ef279b8a2c45",
     }

@@ -45,15 +45,15 @@ def test_closing_the_pty_of_a_reaped_playbook_does_not_wait_and_a_live_child_is_
 
     import ptyprocess
 
-    from orchestrator.runner import _close_reaped
+    from orchestrator.runner import close_reaped
 
     done = ptyprocess.PtyProcess.spawn(["true"])
     while done.isalive():
         time.sleep(0.01)
     start = time.monotonic()
-    _close_reaped(done)
+    close_reaped(done)
     assert done.closed and time.monotonic() - start < 0.05
 
     alive = ptyprocess.PtyProcess.spawn(["sleep", "30"])
-    _close_reaped(alive)
+    close_reaped(alive)
     assert alive.closed and alive.delayafterclose == 0.1 and not alive.isalive()

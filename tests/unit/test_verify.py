@@ -6,7 +6,7 @@ import copy
 from pathlib import Path
 
 from orchestrator import paths
-from orchestrator.harness.verify import Trial, _check_wait, group_by_environment, render_table, summarize
+from orchestrator.harness.verify import Trial, check_wait, group_by_environment, render_table, summarize
 from orchestrator.spec import Scenario, load_scenario
 
 
@@ -26,10 +26,10 @@ def test_scenarios_share_an_environment_only_with_equal_application_and_args() -
 
 
 def test_check_wait_is_the_slowest_check_else_the_step_time() -> None:
-    assert _check_wait({"elapsed": 9.0, "stats": {"checks": {"x": {"ok": True, "waited_s": 3.2},
+    assert check_wait({"elapsed": 9.0, "stats": {"checks": {"x": {"ok": True, "waited_s": 3.2},
                                                               "y": {"ok": True, "waited_s": 7.46}}}}) == 7.5
-    assert _check_wait({"elapsed": 4.04, "stats": {}}) == 4.0
-    assert _check_wait({}) is None
+    assert check_wait({"elapsed": 4.04, "stats": {}}) == 4.0
+    assert check_wait({}) is None
 
 
 def test_a_scenario_passes_only_when_every_repeat_passed() -> None:
