@@ -16,21 +16,28 @@ PYTEST_ARGS ?=
 .PHONY: test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
-	@echo "make setup                   create $(VENV), install Python deps and system packages"
-	@echo "make test                    the CI suite: unit + end to end, two workers (about 35 min on 2 cores)"
+	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
+	@echo "make images                  configure podman and build the local backend's images (cached by content)"
+	@echo "make test                    the CI suite: unit + end to end on two workers (its time: README.md, 'The test suite')"
+	@echo "make test-unit               the unit tests alone, on two workers"
 	@echo "make test-full               make test, then make reliability (everything)"
 	@echo "make scenario NAME=<id>      run one scenario end to end [AGENT='cmd ...'] [BACKEND=kubernetes]"
-	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
-	@echo "make k8s-images              load the shop's images into kind [KIND_CLUSTER=opsbench] or push them [K8S_REGISTRY=host/path]"
-	@echo "make awx-export              write the AWX objects playbook (awx/opsbench_awx.yml)"
 	@echo "make list                    list scenarios"
+	@echo "make validate                check every scenario spec (schema + semantics)"
+	@echo "make docs                    regenerate the reference docs and catalogs"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make reliability             interruptions at every phase, own faults, idempotence, fuzzing, isolation audit"
 	@echo "make fuzz                    random property/API fuzzing, 10x the cases; prints the seed [SEED=<n> replays]"
+	@echo "make bench                   orchestrator vs bare ansible-playbook over a fault cycle"
+	@echo "make bench-local             the local backend: warm deploy, memory under load, teardown"
 	@echo "make bench-awx [NAME=id]     time AWX-contract runs (exported workflow via ansible-runner) vs opsbench run"
 	@echo "make bench-finops            time 5M FOCUS rows + ground truth and the FinOps reference queries"
-	@echo "make validate | docs | bench | cleanup | clean"
+	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
+	@echo "make k8s-images              load the shop's images into kind [KIND_CLUSTER=opsbench] or push them [K8S_REGISTRY=host/path]"
+	@echo "make awx-export              write the AWX objects playbook (awx/opsbench_awx.yml)"
+	@echo "make cleanup                 finish interrupted runs (removal and teardown)"
+	@echo "make clean                   remove .opsbench (state, runs, caches)"
 
 setup: venv bootstrap images
 

@@ -258,6 +258,9 @@ def render_faults() -> str:
         "`orchestrator/docgen.py`). Options are named as a scenario spec passes them in "
         "`faults[].args`, without the role prefix. How to write a fault: [authoring.md](authoring.md).",
         "",
+        f"**{sum(len(roles) for roles in families.values())} fault roles**: "
+        + ", ".join(f"{family} {len(families[family])}" for family in order) + ".",
+        "",
         "| Family | Role | What it does | Scenarios |",
         "| --- | --- | --- | --- |",
     ]
@@ -330,8 +333,29 @@ def _hidden(spec: dict[str, Any]) -> list[str]:
     return [family for family in ("metrics", "traces", "logs") if obs.get(family) is False]
 
 
+def _counts(specs: list[dict[str, Any]]) -> list[str]:
+    """The scenario counts, per domain and per environment (domain, backend, application) with its classes: the
+    one statement of how many scenarios there are (other docs link here instead of restating them)."""
+    domains: dict[str, int] = {}
+    envs: dict[tuple[str, str, str], dict[str, int]] = {}
+    for spec in specs:
+        meta = spec.get("metadata") or {}
+        env = spec.get("environment") or {}
+        domain = str(meta.get("domain", "?"))
+        domains[domain] = domains.get(domain, 0) + 1
+        classes = envs.setdefault((domain, str(env.get("backend", "?")), str(env.get("application", "?"))), {})
+        classes[str(meta.get("class", ""))] = classes.get(str(meta.get("class", "")), 0) + 1
+    per_domain = ", ".join(f"{d} {n}" for d, n in sorted(domains.items()))
+    lines = [f"**{len(specs)} scenarios**: {per_domain}.", "",
+             "| Domain | Backend | Application | Scenarios | By class |", "| --- | --- | --- | --- | --- |"]
+    for (domain, backend, application), classes in sorted(envs.items()):
+        by_class = ", ".join(f"`{c}` {n}" for c, n in sorted(classes.items()))
+        lines.append(f"| {domain} | `{backend}` | `{application}` | {sum(classes.values())} | {by_class} |")
+    return lines
+
+
 def render_scenarios() -> str:
-    """docs/scenarios.md: every scenario with its faults, expected alerts and root cause."""
+    """docs/scenarios.md: the counts, then every scenario with its faults, expected alerts and root cause."""
     pairs = _scenarios()
     lines = [
         "# Scenario catalog",
@@ -343,6 +367,12 @@ def render_scenarios() -> str:
         "checks wait for (`check_alerts` `firing`); *root cause* comes from the ground truth; "
         "*hidden* lists the evidence families the agent does not get. Fault roles: "
         "[faults.md](faults.md). Fields: [scenario-spec.md](scenario-spec.md).",
+        "",
+        "## Counts",
+        "",
+        *_counts([spec for spec, _gt in pairs]),
+        "",
+        "## Index",
         "",
         "| Id | Name | Complexity | Class | Faults | Alerts | Root cause | Hidden | Tags |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
