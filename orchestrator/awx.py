@@ -24,7 +24,7 @@ from orchestrator import paths
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
-from orchestrator.lifecycle import default_agent, scenario_vars
+from orchestrator.run_vars import default_agent, scenario_vars
 from orchestrator.spec import Scenario, load_scenario, spec_files
 
 # Lifecycle steps: (workflow node identifier, job template step, playbook).
@@ -128,7 +128,7 @@ def workflow_vars(scn: Scenario, agent: str | None, slot: int = 0) -> dict[str, 
     """The workflow template's extra_vars: what the orchestrator would pass, for any trial. `slot`: the workflow's
     place among the workflows of its host, which gets it a port block of its own (local backend: environments on
     one host side by side, as campaigns run them)."""
-    from orchestrator.lifecycle import PORT_BLOCK
+    from orchestrator.ports import PORT_BLOCK
 
     run_dir = Path("/RUN_DIR")
     sv = scenario_vars(scn, "RUN_ID", run_dir)

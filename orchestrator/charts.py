@@ -4,12 +4,19 @@ and no network: grouped horizontal bars (with standard-error whiskers) and a gro
 Every chart is one well-formed ``<svg>`` element (parseable as XML) carrying
 ``class="chart"``, a ``data-chart`` name, a ``<title>`` and a legend (wrapped into rows when the
 series' names are long). Each has a viewBox, so the report's CSS scales it down to its container.
+
+A bar chart's value axis (`axis`) is one of three kinds: ``percent`` (fractions shown as %),
+``seconds`` (s, then minutes ``m`` from 10 minutes, hours ``h`` from 3 hours) or ``number`` (k, M, G
+from a thousand, a million, a billion). Its ticks are 1, 2, 2.5 or 5 x 10^n apart and each label
+carries the decimals its step needs: up to 0.3 s reads ``0s 0.1s 0.2s 0.3s`` and up to 7 200 s
+``0m 50m 100m 150m``, never ``0s`` at every tick.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
@@ -22,12 +29,69 @@ def color(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
-def nice_max(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 x 10^n that is >= value (1 for nothing to show)."""
-    if value <= 0 or not math.isfinite(value):
-        return 1.0
-    base = 10 ** math.floor(math.log10(value))
-    return float(next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= value - 1e-12))
+def nice_scale(top: float, intervals: int = 4) -> tuple[float, float]:
+    """(axis maximum, tick step) for values up to ``top``: the smallest step of 1, 2, 2.5 or 5 x 10^n that
+    covers top in at most ``intervals`` steps, and the first multiple of it >= top ((1, 0.25) for nothing)."""
+    if top <= 0 or not math.isfinite(top):
+        return 1.0, 0.25
+    base = 10 ** math.floor(math.log10(top / intervals))
+    step = next(m * base for m in (1, 2, 2.5, 5, 10) if m * base * intervals >= top * (1 - 1e-9))
+    return max(1, math.ceil(top / step * (1 - 1e-9))) * step, step
+
+
+def decimals(step: float) -> int:
+    """Digits after the point that print every multiple of ``step`` exactly (20 -> 0, 2.5 -> 1, 0.025 -> 3)."""
+    for d in range(10):
+        if abs(round(step, d) - step) <= 1e-9 * max(1.0, abs(step)):
+            return d
+    return 10
+
+
+def short(value: float) -> str:
+    """A value as a bar label: two significant digits below 10 (0.3, 0.034, 2.5), whole numbers above (1,234)."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    return f"{value:.2g}" if abs(value) < 10 else f"{value:,.0f}"
+
+
+KINDS = ("percent", "seconds", "number")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A value axis: its maximum, its ticks (value, label) and how a value on it reads."""
+
+    kind: str
+    vmax: float
+    ticks: tuple[tuple[float, str], ...]
+    unit: str = ""
+    div: float = 1.0
+
+    def label(self, value: float) -> str:
+        """A value in the axis's unit (a bar's label): 0.3 -> 0.3s, 0.29 -> 29% (percent), 4000 -> 67m."""
+        return short(value / self.div) + self.unit
+
+
+def _unit(kind: str, top: float) -> tuple[str, float]:
+    if kind == "seconds":
+        return ("s", 1.0) if top < 600 else ("m", 60.0) if top < 3 * 3600 else ("h", 3600.0)
+    if kind == "number":
+        for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if top >= div:
+                return unit, div
+    return "", 1.0
+
+
+def axis(top: float, kind: str = "number", max_value: float | None = None) -> Axis:
+    """The axis for values up to ``top`` (``max_value`` fixes its end, e.g. 1.0 for 100 %)."""
+    if kind not in KINDS:
+        raise ValueError(f"axis kind {kind!r}: one of {', '.join(KINDS)}")
+    end = max_value if max_value is not None and max_value > 0 else top
+    unit, div = ("%", 0.01) if kind == "percent" else _unit(kind, end)
+    vmax, step = nice_scale(end / div)
+    ticks = tuple((i * step * div, f"{i * step:,.{decimals(step) if i else 0}f}{unit}")
+                  for i in range(round(vmax / step) + 1))
+    return Axis(kind, vmax * div, ticks, unit, div)
 
 
 def _a(value: float) -> str:
@@ -66,13 +130,15 @@ def empty(name: str, title: str, message: str = "no trials recorded") -> str:
 
 
 def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str],
-          values: Mapping[tuple[str, str], Value], max_value: float | None = None,
-          label: Callable[[float], str] = lambda v: f"{v:.2f}", axis: str = "") -> str:
-    """Grouped horizontal bars: one group per category, one bar per series, whiskers at mean ± se."""
+          values: Mapping[tuple[str, str], Value], kind: str = "number", max_value: float | None = None,
+          caption: str = "") -> str:
+    """Grouped horizontal bars: one group per category, one bar per series, whiskers at mean ± se. ``kind``:
+    the value axis (KINDS); ``max_value`` fixes its end; ``caption`` is written under it."""
     if not categories or not series:
         return empty(name, title)
-    top = max((v[0] or 0.0) + (v[1] or 0.0) for v in values.values()) if values else 0.0
-    vmax = max_value or nice_max(top)
+    top = max(((v[0] or 0.0) + (v[1] or 0.0) for v in values.values()), default=0.0)
+    scale_axis = axis(top, kind, max_value)
+    vmax, label = scale_axis.vmax, scale_axis.label
     left, plot_w, bar_h = 12 + CHAR_W * max(map(len, categories)), 420.0, 14.0
     widest = max(_legend_item_width(ser) for ser in series)
     width = max(left + plot_w + 80, 12 + widest + 10)
@@ -86,17 +152,16 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
     height = legend_h + group_h * len(categories) + 36
     scale = plot_w / vmax
     plot_bottom = legend_h + group_h * len(categories)
-    for i in range(5):
-        tick = vmax * i / 4
+    for tick, text in scale_axis.ticks:
         x = left + tick * scale
         body.append(f'<line x1="{_a(x)}" y1="{_a(legend_h)}" x2="{_a(x)}" y2="{_a(plot_bottom)}" stroke="#ddd"/>'
-                    f'<text x="{_a(x)}" y="{_a(plot_bottom + 16)}" {FONT} text-anchor="middle">'
-                    f"{escape(label(tick))}</text>")
+                    f'<text class="tick" x="{_a(x)}" y="{_a(plot_bottom + 16)}" {FONT} text-anchor="middle">'
+                    f"{escape(text)}</text>")
         if scale_on_top:
-            body.append(f'<text x="{_a(x)}" y="{_a(legend_h - 4)}" {FONT} text-anchor="middle">'
-                        f"{escape(label(tick))}</text>")
+            body.append(f'<text class="tick" x="{_a(x)}" y="{_a(legend_h - 4)}" {FONT} text-anchor="middle">'
+                        f"{escape(text)}</text>")
     body.append(f'<text x="{_a(left + plot_w / 2)}" y="{_a(height - 4)}" {FONT} text-anchor="middle">'
-                f"{escape(axis)}</text>")
+                f"{escape(caption)}</text>")
     for ci, cat in enumerate(categories):
         y0 = legend_h + ci * group_h + 6
         body.append(f'<text x="{_a(left - 6)}" y="{_a(y0 + group_h / 2 - 4)}" {FONT} text-anchor="end">'
@@ -122,7 +187,7 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
 
 
 def histogram(name: str, title: str, samples: Mapping[str, Sequence[float]], bins: int = 10,
-              lo: float = 0.0, hi: float = 1.0, axis: str = "") -> str:
+              lo: float = 0.0, hi: float = 1.0, caption: str = "") -> str:
     """Grouped vertical histogram of each series' samples over [lo, hi] (hi falls in the last bin)."""
     if not any(samples.values()):
         return empty(name, title)
@@ -159,5 +224,5 @@ def histogram(name: str, title: str, samples: Mapping[str, Sequence[float]], bin
                 f'font-size="10" text-anchor="middle">{hi:.1f}</text>'
                 f'<line x1="{_a(left)}" y1="{_a(bottom)}" x2="{_a(right)}" y2="{_a(bottom)}" stroke="#333"/>'
                 f'<text x="{_a(left + bins * bin_w / 2)}" y="{_a(height - 6)}" {FONT} text-anchor="middle">'
-                f"{escape(axis)}</text>")
+                f"{escape(caption)}</text>")
     return _svg(name, title, width, height, body)

@@ -5,9 +5,19 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TextIO
 
-from orchestrator.lifecycle import Progress
+
+@dataclass
+class Progress:
+    """Receives lifecycle progress; the CLI renders it (`TerminalProgress`), harnesses prefix or collect it."""
+
+    step_started: Callable[[str, int, int], None] = lambda step, i, n: None
+    step_ended: Callable[[str, str, float, str], None] = lambda step, status, secs, detail: None
+    task: Callable[[str, str], None] = lambda step, task: None
+    message: Callable[[str], None] = lambda text: None
 
 
 class TerminalProgress:

@@ -1,49 +1,90 @@
 """A static HTML report of the recorded runs: one self-contained file (inline CSS and SVG, no
 scripts, no network) that can be mailed, archived next to a paper draft or opened offline.
 
-Sections, each with one chart: leaderboard (pass@k per agent), pass rate per scenario, NTAM
-distribution, agent time per scenario, breakdown by complexity and by observability (traces).
-The numbers are those of ``opsbench results`` / ``opsbench leaderboard`` (orchestrator/results.py).
+Sections, each with one chart and the table behind it. Over every trial: leaderboard (pass@k per
+agent), pass@k per domain (when there are several), pass rate per scenario, breakdown by complexity.
+Then one group per domain, shown only when it has trials (a trial's domain is its scenario's; an SRE
+scenario of a ``cuj-*`` class is a CUJ one):
+
+* SRE: NTAM distribution, time to diagnosis and repair, breakdown by observability (traces);
+* CUJ: A@1 and PCW (CUJBench), with CM/LM/TM, evidence recall and FL (NTAM) in the table;
+* CISO: IEC, IPA, CE, SAP (ITBench App. D) and time to process;
+* FinOps: pass, answers pass@1, field accuracy, anomaly F1, rank score, cost proximity (App. E), tokens;
+* DevOps: pass per stage (fix-build, resolve-issue, write-test ...; a monitoring task's diagnosis).
+
+With no trial at all, the report says which commands record some. The numbers are those of
+``opsbench results`` / ``opsbench leaderboard`` (orchestrator/results.py).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from orchestrator import charts, results
-from orchestrator.results import Trial, pm
+from orchestrator.results import Trial, mean_se, pm
 
-# Fits a 1280-px window: the page never scrolls sideways; a wide table scrolls inside its own box
-# (.wide, at most 80% of the window tall so its horizontal scrollbar is in sight, header row and
-# first column kept visible) and a chart scales down to the page width (its viewBox keeps the proportions).
+# Fits a 1280-px window: the page never scrolls sideways. Table cells wrap where they can (names anywhere, headers at
+# spaces, "mean ± se" before the ±), so the leaderboard fits the page; a table still too wide scrolls inside its own
+# box (.wide, at most 80% of the window tall so its scrollbar is in sight), its header row and first column kept in
+# view, a shadow at the right edge while there is more to see. A chart scales down to the page width (its viewBox).
 CSS = """
 body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
 h1,h2,p{overflow-wrap:anywhere}
-.wide{max-width:100%;max-height:80vh;overflow:auto;margin:1em 0}
+nav{font-size:.9em;line-height:1.6}nav a{white-space:nowrap;margin-right:.8em}
+.wide{max-width:100%;max-height:80vh;overflow:auto;margin:1em 0;
+ background:linear-gradient(to left,#fff 40%,rgba(255,255,255,0)) right/3em 100% no-repeat local,
+ radial-gradient(farthest-side at 100% 50%,rgba(0,0,0,.25),rgba(0,0,0,0)) right/1em 100% no-repeat scroll}
 table{border-collapse:separate;border-spacing:0;font-size:.9em}
-th,td{border:solid #ddd;border-width:0 1px 1px 0;padding:3px 8px;text-align:right;white-space:nowrap}
-th{border-top-width:1px}th:first-child,td:first-child{border-left-width:1px}
-th{background:#f4f4f4;position:sticky;top:0;z-index:1}
-td:first-child{position:sticky;left:0;background:#fff}th:first-child{left:0;z-index:2}
-.l{text-align:left}
+th,td{border:solid #ddd;border-width:0 1px 1px 0;padding:3px 6px;text-align:right;vertical-align:top}
+th{border-top-width:1px;background:#f4f4f4;position:sticky;top:0;z-index:1;vertical-align:bottom;
+ font-weight:600;min-width:3.5em}
+th:first-child,td:first-child{border-left-width:1px}
+td:first-child{position:sticky;left:0;background:#fff}
+th:first-child{left:0;z-index:2}
+.l{text-align:left;overflow-wrap:anywhere;min-width:7em}
+.pm{white-space:nowrap;color:#555}
 .note{color:#555;font-size:.9em}svg.chart{display:block;margin:.5em 0;max-width:100%;height:auto}
+details{margin:.5em 0 1em}summary{cursor:pointer;color:#333}
+.empty{border:1px solid #ccc;background:#fafafa;padding:.5em 1.5em 1em;max-width:60em}
+pre{background:#f4f4f4;padding:.8em 1em;overflow-x:auto;line-height:1.5}
+code{font-family:monospace;font-size:.95em}
 @media print{.wide{max-height:none;overflow:visible}}
 """
 
+DOMAINS = ("SRE", "CUJ", "CISO", "FinOps", "DevOps")
+
+
+def domain(t: Trial) -> str:
+    """The report's domain of a trial: its scenario's (SRE, CISO, FinOps, DevOps), CUJ for an SRE ``cuj-*`` class."""
+    name = str(t.meta.get("domain") or "unknown")
+    return "CUJ" if name == "SRE" and str(t.meta.get("class") or "").startswith("cuj") else name
+
+
+def _domain_order(name: str) -> tuple[int, str]:
+    return (DOMAINS.index(name), name) if name in DOMAINS else (len(DOMAINS), name)
+
+
+# -- tables and sections ------------------------------------------------------------------------
+def _cell(tag: str, text_column: bool, value: Any) -> str:
+    text = escape(str(value))
+    if " ± " in text:  # the standard error may go to a second line when the table is short of room
+        mean, se = text.split(" ± ", 1)
+        text = f'{mean} <span class="pm">± {se}</span>'
+    cls = ' class="l"' if text_column else ""
+    return f"<{tag}{cls}>{text}</{tag}>"
+
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: int = 1) -> str:
-    """An HTML table; the first ``text_columns`` columns are left-aligned names, the rest numbers."""
-    def cell(tag: str, i: int, value: Any) -> str:
-        cls = ' class="l"' if i < text_columns else ""
-        return f"<{tag}{cls}>{escape(str(value))}</{tag}>"
-
-    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    """An HTML table in its scroll box; the first ``text_columns`` columns are left-aligned names, the rest numbers."""
+    head = "".join(_cell("th", i < text_columns, h) for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(_cell("td", i < text_columns, c) for i, c in enumerate(row)) + "</tr>"
+                   for row in rows)
     return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -52,33 +93,52 @@ def _section(sid: str, title: str, note: str, chart: str, extra: str = "") -> st
             f"{chart}{extra}</section>")
 
 
-def _pct(v: float) -> str:
-    return f"{100 * v:.0f}%"
+def _rate(v: float | None) -> str:
+    return "—" if v is None else f"{100 * v:.1f}"
 
 
+def _k(k: int) -> str:
+    return f"pass@{k}"
+
+
+# -- over every trial ----------------------------------------------------------------------------
 def _leaderboard(board: list[dict[str, Any]], k: int) -> str:
-    chart = charts.hbars("leaderboard", f"pass@{k} per agent", [r["agent"] for r in board], [f"pass@{k}"],
-                         {(r["agent"], f"pass@{k}"): (r["pass_at_k"], r["pass_at_k_se"]) for r in board},
-                         max_value=1.0, label=_pct, axis=f"pass@{k} (mean ± standard error)")
+    chart = charts.hbars("leaderboard", f"{_k(k)} per agent", [r["agent"] for r in board], [_k(k)],
+                         {(r["agent"], _k(k)): (r["pass_at_k"], r["pass_at_k_se"]) for r in board},
+                         kind="percent", max_value=1.0, caption=f"{_k(k)} (mean ± standard error)")
     table = _table(
-        ["Agent", "Scenarios", "Trials", f"pass@{k} (%)", "FL (NTAM)", "FPC (NTAM)", "No submission (%)",
+        ["Agent", "Scenarios", "Trials", f"{_k(k)} (%)", "FL (NTAM)", "FPC (NTAM)", "No submission (%)",
          "Malformed (%)", "MTTD (s)", "MTTR (s)", "Excluded runs"],
         [[r["agent"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
-          pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]),
-          "—" if r["no_submission_rate"] is None else f"{100 * r['no_submission_rate']:.1f}",
-          "—" if r["malformed_rate"] is None else f"{100 * r['malformed_rate']:.1f}",
-          pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1), r["excluded"]]
-         for r in board])
-    return _section("leaderboard", "Leaderboard", "One row per agent (ITBench Table 4). MTTD is over correct "
-                    "diagnoses, MTTR over passing mitigations; excluded runs (errors, interruptions, faults that "
-                    "did not manifest) are not trials.",
-                    chart, table)
+          pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]), _rate(r["no_submission_rate"]),
+          _rate(r["malformed_rate"]), pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1),
+          r["excluded"]] for r in board])
+    return _section("leaderboard", "Leaderboard", "One row per agent over every domain (ITBench Table 4): a trial "
+                    "passes on its scenario's deciding score (fl_pass, mitigation_pass, finops_pass, ciso_pass, "
+                    "workspace_pass). MTTD is over correct trials, MTTR over passing mitigations; excluded runs "
+                    "(errors, interruptions, faults that did not manifest) are not trials.", chart, table)
+
+
+def _by_domain(trials: list[Trial], k: int, agents: list[str]) -> str:
+    groups = sorted({domain(t) for t in trials}, key=_domain_order)
+    rows = [{**r, "domain": d} for d in groups for r in results.leaderboard([t for t in trials if domain(t) == d], k)]
+    rows.sort(key=lambda r: (agents.index(r["agent"]), _domain_order(r["domain"])))
+    chart = charts.hbars("domains", f"{_k(k)} per domain", groups, agents,
+                         {(r["domain"], r["agent"]): (r["pass_at_k"], r["pass_at_k_se"]) for r in rows},
+                         kind="percent", max_value=1.0, caption=f"{_k(k)} (± standard error)")
+    table = _table(["Agent", "Domain", "Scenarios", "Trials", f"{_k(k)} (%)", "No submission (%)", "Malformed (%)",
+                    "Excluded runs"],
+                   [[r["agent"], r["domain"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
+                     _rate(r["no_submission_rate"]), _rate(r["malformed_rate"]), r["excluded"]] for r in rows],
+                   text_columns=2)
+    return _section("domains", "Pass rate per domain", f"{_k(k)} of each agent in each domain (CUJ: the SRE "
+                    "scenarios of critical user journeys, checked in a browser).", chart, table)
 
 
 def _per_scenario(rows: list[dict[str, Any]], agents: list[str], scenarios: list[str]) -> str:
     chart = charts.hbars("pass-rate", "pass rate per scenario", scenarios, agents,
                          {(r["scenario"], r["agent"]): (r["pass_rate"], r["pass_rate_se"]) for r in rows},
-                         max_value=1.0, label=_pct, axis="correct diagnoses / trials (± standard error)")
+                         kind="percent", max_value=1.0, caption="passing trials / trials (± standard error)")
     table = _table(
         ["Scenario", "Agent", "Level", "Traces", "n", "c", "Wrong", "No submission", "Malformed", "Excluded",
          "pass@1 (%)", "pass@n", "FL (NTAM)", "FPC (NTAM)"],
@@ -86,71 +146,294 @@ def _per_scenario(rows: list[dict[str, Any]], agents: list[str], scenarios: list
           r["malformed"], r["excluded"], pm(r["pass_rate"], r["pass_rate_se"], 100),
           f"{r['pass_at'][r['n']]:.2f}" if r["n"] else "—", pm(r["ntam_fl"], r["ntam_fl_se"]),
           pm(r["ntam_fpc"], r["ntam_fpc_se"])] for r in rows], text_columns=4)
-    return _section("pass-rate", "Pass rate per scenario", "fl_pass = 1 counts as correct; no submission and "
-                    "malformed outputs count as failures but are listed apart from wrong answers.", chart, table)
+    return _section("pass-rate", "Pass rate per scenario", "c: trials that passed on the scenario's deciding score; "
+                    "no submission and malformed outputs count as failures but are listed apart from wrong answers.",
+                    chart, table)
 
 
+def _breakdown(trials: list[Trial], dimension: str, title: str, k: int, agents: list[str], note: str) -> str:
+    rows = results.breakdown(trials, dimension, k)
+    groups = sorted({r["group"] for r in rows}, key=lambda g: results.group_order(dimension, g))
+    chart = charts.hbars(dimension, f"{_k(k)} by {dimension}", groups, [a for a in agents if any(
+        r["agent"] == a for r in rows)], {(r["group"], r["agent"]): (r["pass_at_k"], r["pass_at_k_se"]) for r in rows},
+        kind="percent", max_value=1.0, caption=f"{_k(k)} (± standard error)")
+    table = _table(["Agent", dimension.capitalize(), "Scenarios", "Trials", f"{_k(k)} (%)", "FL (NTAM)",
+                    "FPC (NTAM)", "MTTD (s)"],
+                   [[r["agent"], r["group"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
+                     pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]),
+                     pm(r["mttd"], r["mttd_se"], digits=1)] for r in rows], text_columns=2)
+    return _section(dimension, title, note, chart, table)
+
+
+# -- SRE -----------------------------------------------------------------------------------------
 def _ntam(trials: list[Trial]) -> str:
     counted = [t for t in trials if t.counted]
     samples = {"FL (NTAM)": [t.ntam_fl for t in counted if t.ntam_fl is not None],
                "FPC (NTAM)": [t.ntam_fpc for t in counted if t.ntam_fpc is not None]}
-    chart = charts.histogram("ntam", "NTAM distribution over trials", samples, axis="score (10 bins over [0, 1])")
-    return _section("ntam", "NTAM distribution", f"{len(samples['FL (NTAM)'])} FL and {len(samples['FPC (NTAM)'])} "
-                    "FPC scores over all trials (no submission and malformed score 0).", chart)
+    chart = charts.histogram("ntam", "NTAM distribution over SRE trials", samples,
+                             caption="score (10 bins over [0, 1])")
+    return _section("ntam", "SRE: NTAM distribution", f"{len(samples['FL (NTAM)'])} FL and "
+                    f"{len(samples['FPC (NTAM)'])} FPC scores over the SRE trials (no submission and malformed "
+                    "score 0).", chart)
 
 
 def _agent_time(rows: list[dict[str, Any]], agents: list[str], scenarios: list[str]) -> str:
     chart = charts.hbars("agent-time", "agent time per scenario", scenarios, agents,
                          {(r["scenario"], r["agent"]): (r["agent_time"], r["agent_time_se"]) for r in rows},
-                         label=lambda v: f"{v:.0f}s", axis="seconds in the agent phase (mean ± standard error)")
+                         kind="seconds", caption="time in the agent phase (mean ± standard error)")
     table = _table(["Scenario", "Agent", "Agent time (s)", "MTTD (s), correct trials", "MTTR (s), passing trials"],
                    [[r["scenario"], r["agent"], pm(r["agent_time"], r["agent_time_se"], digits=1),
                      pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1)] for r in rows],
                    text_columns=2)
-    return _section("agent-time", "Time to diagnosis and repair", "Wall-clock time of the agent phase over all "
-                    "trials; MTTD: handover to submission over correct diagnoses; MTTR: incident confirmed to "
+    return _section("agent-time", "SRE: time to diagnosis and repair", "Wall-clock time of the agent phase over all "
+                    "SRE trials; MTTD: handover to submission over correct diagnoses; MTTR: incident confirmed to "
                     "alerts clear over passing mitigations.", chart, table)
 
 
-def _breakdown(trials: list[Trial], dimension: str, title: str, k: int, agents: list[str]) -> str:
-    rows = results.breakdown(trials, dimension, k)
-    groups = sorted({r["group"] for r in rows}, key=lambda g: results.group_order(dimension, g))
-    chart = charts.hbars(dimension, f"pass@{k} by {dimension}", groups, agents,
-                         {(r["group"], r["agent"]): (r["pass_at_k"], r["pass_at_k_se"]) for r in rows},
-                         max_value=1.0, label=_pct, axis=f"pass@{k} (± standard error)")
-    table = _table(["Agent", dimension.capitalize(), "Scenarios", "Trials", f"pass@{k} (%)", "FL (NTAM)",
-                    "FPC (NTAM)", "MTTD (s)"],
-                   [[r["agent"], r["group"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
-                     pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]),
-                     pm(r["mttd"], r["mttd_se"], digits=1)] for r in rows], text_columns=2)
-    return _section(dimension, title, f"ITBench Tables 18-21: pass@{k} per {dimension}.", chart, table)
+# -- the other domains: one chart of their metrics per agent, a table per agent and one per scenario ------------
+@dataclass(frozen=True)
+class Metric:
+    """One column of a domain's tables (and a category of its chart when ``chart``): a value per trial or None."""
+
+    header: str
+    value: Callable[[Trial], float | None]
+    kind: str = "percent"  # charts.KINDS
+    chart: bool = True
 
 
-def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", harness_left_out: int = 0) -> str:
-    """The whole report as one HTML document; `harness_left_out`: the harness's own runs not shown (results.load)."""
+def _score(*evaluators: str, metric: str) -> Callable[[Trial], float | None]:
+    """The first of the evaluators' recorded ``metric`` (a number) in a trial."""
+    def get(t: Trial) -> float | None:
+        for evaluator in evaluators:
+            value = t.scores.get(evaluator, {}).get(metric)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+        return None
+    return get
+
+
+def _mean_score(evaluator: str, metric: str) -> Callable[[Trial], float | None]:
+    """The mean of ``metric`` and every ``<id>.metric`` an evaluator recorded (one per question)."""
+    def get(t: Trial) -> float | None:
+        found = [float(v) for k, v in t.scores.get(evaluator, {}).items()
+                 if (k == metric or k.endswith(f".{metric}")) and isinstance(v, int | float)]
+        return sum(found) / len(found) if found else None
+    return get
+
+
+def _passed(t: Trial) -> float:
+    return float(t.outcome == "correct")
+
+
+def _stage(task: str) -> Callable[[Trial], float | None]:
+    def get(t: Trial) -> float | None:
+        if task == DIAGNOSE:
+            return _score("diagnosis", metric="fl_pass")(t) if not t.stages else None
+        passed = [p for name, p in t.stages if name == task]
+        return float(all(passed)) if passed else None
+    return get
+
+
+DIAGNOSE = "diagnose (monitoring)"
+STAGE_ORDER = ("fix-build", "resolve-issue", "fix-issue", "write-test", DIAGNOSE)
+
+
+@dataclass(frozen=True)
+class Domain:
+    sid: str
+    title: str
+    chart_title: str
+    note: str
+    metrics: Callable[[list[Trial]], list[Metric]]
+
+
+def _cuj(_: list[Trial]) -> list[Metric]:
+    return [Metric("A@1", _score("diagnosis", metric="a_at_1")), Metric("PCW", _score("diagnosis", metric="pcw")),
+            Metric("Pass, fl_pass", _passed, chart=False),
+            Metric("CM", _score("diagnosis", metric="component_match"), chart=False),
+            Metric("LM", _score("diagnosis", metric="layer_match"), chart=False),
+            Metric("TM", _score("diagnosis", metric="type_match"), chart=False),
+            Metric("ER", _score("diagnosis", metric="evidence_recall"), chart=False),
+            Metric("FL (NTAM)", lambda t: t.ntam_fl, chart=False)]
+
+
+def _ciso(_: list[Trial]) -> list[Metric]:
+    evaluators = ("ciso", "ciso_kyverno")
+    return [Metric("IEC", _score("ciso", metric="iec")), Metric("IPA", _score(*evaluators, metric="ipa")),
+            Metric("CE", _score(*evaluators, metric="ce")), Metric("SAP, pass", _score(*evaluators, metric="sap")),
+            Metric("Time to process (s)", _score(*evaluators, metric="time_to_process"), "seconds", chart=False)]
+
+
+def _finops(_: list[Trial]) -> list[Metric]:
+    return [Metric("Pass", _passed), Metric("Answers pass@1", _mean_score("finops", "pass_at_1")),
+            Metric("Field accuracy", _mean_score("finops", "field_accuracy")),
+            Metric("Anomaly F1", _score("finops", metric="f1")),
+            Metric("Rank score", _score("finops", metric="rank_score")),
+            Metric("Cost proximity", _score("cost", metric="proximity_mean")),
+            Metric("Tokens", _score("finops", metric="tokens"), "number", chart=False)]
+
+
+def _devops(trials: list[Trial]) -> list[Metric]:
+    tasks = {name for t in trials for name, _ in t.stages}
+    if any(not t.stages and "diagnosis" in t.scores for t in trials):
+        tasks.add(DIAGNOSE)
+    ordered = sorted(tasks, key=lambda s: (STAGE_ORDER.index(s), s) if s in STAGE_ORDER else (len(STAGE_ORDER), s))
+    return [*(Metric(task, _stage(task)) for task in ordered), Metric("All stages", _passed),
+            Metric("Share of stages passed", _score("workspace", metric="stage_pass_rate"), chart=False)]
+
+
+DOMAIN_SECTIONS = {
+    "CUJ": Domain("cuj", "CUJ: critical user journeys", "A@1 and PCW per agent",
+                  "CUJBench outcome metrics over the SRE scenarios of critical user journeys: A@1 (root-cause "
+                  "component and fault type both right), PCW (0.5 component + 0.2 layer + 0.3 type match), CM/LM/TM "
+                  "(component, layer, type match), ER (evidence recall). Means over submitted trials, as CUJBench.",
+                  _cuj),
+    "CISO": Domain("ciso", "CISO: compliance assessment", "IEC, IPA, CE and SAP per agent",
+                   "ITBench App. D: IEC (the evidence collector parses), IPA (the policy compiles), CE (the collector "
+                   "ran and left the target unchanged), SAP (the policy decided the real posture: the pass), time to "
+                   "process. Kyverno assessments have no collector, so no IEC.", _ciso),
+    "FinOps": Domain("finops", "FinOps: cost management", "FinOps scores per agent",
+                     "ITBench App. E: pass (the scenario's deciding score), answers pass@1 and field accuracy of data "
+                     "insights, F1 of detected anomalies, rank score of ranked ones, proximity of the cost figures to "
+                     "the optimum after a cost mitigation, tokens reported. Each mean is over the trials that have "
+                     "the metric.", _finops),
+    "DevOps": Domain("devops", "DevOps: build, fix and test stages", "pass per stage per agent",
+                     "Each stage is built and tested in a fresh copy of the agent's tree (fix-build, resolve-issue, "
+                     "fix-issue: make check passes; write-test: the new tests fail on the buggy code and pass on the "
+                     "fixed one); a monitoring task is a diagnosis (fl_pass). All stages: the trial's pass. Each "
+                     "stage's mean is over the trials that have it.", _devops),
+}
+
+
+def _metric_cells(trials: Sequence[Trial], metrics: list[Metric]) -> tuple[list[str], dict[str, tuple[Any, Any]]]:
+    counted = [t for t in trials if t.counted]
+    cells, means = [], {}
+    for m in metrics:
+        values = [v for v in (m.value(t) for t in counted) if v is not None]
+        mean, se = mean_se(values)
+        means[m.header] = (mean, se)
+        if mean is None:
+            cells.append("—")
+        elif m.kind == "percent":
+            cells.append(pm(mean, se, 100, digits=1) + (f" (n={len(values)})" if len(values) < len(counted) else ""))
+        elif m.kind == "seconds":
+            cells.append(pm(mean, se, digits=1))
+        else:
+            cells.append(f"{mean:,.0f}" + ("" if se is None else f" ± {se:,.0f}"))
+    return cells, means
+
+
+def _domain(spec: Domain, trials: list[Trial], agents: list[str]) -> str:
+    metrics = spec.metrics(trials)
+    by_agent = {a: [t for t in trials if t.agent == a] for a in agents}
+    by_agent = {a: ts for a, ts in by_agent.items() if ts}
+    rows, values = [], {}
+    for agent, ts in by_agent.items():
+        counted = [t for t in ts if t.counted]
+        cells, means = _metric_cells(ts, metrics)
+        rows.append([agent, len({t.scenario for t in counted}), len(counted), *cells,
+                     _rate(sum(t.outcome == "no_submission" for t in counted) / len(counted) if counted else None),
+                     _rate(sum(t.outcome == "malformed" for t in counted) / len(counted) if counted else None)])
+        values.update({(m.header, agent): means[m.header] for m in metrics if m.chart})
+    charted = [m.header for m in metrics if m.chart]
+    headers = [f"{m.header} (%)" if m.kind == "percent" else m.header for m in metrics]
+    chart = charts.hbars(spec.sid, spec.chart_title, charted, list(by_agent), values, kind="percent", max_value=1.0,
+                         caption="mean over trials (± standard error)")
+    table = _table(["Agent", "Scenarios", "Trials", *headers, "No submission (%)", "Malformed (%)"], rows)
+    pairs: dict[tuple[str, str], list[Trial]] = {}
+    for t in trials:
+        pairs.setdefault((t.scenario, t.agent), []).append(t)
+    per_scenario = [[scenario, agent, sum(t.counted for t in ts), *_metric_cells(ts, metrics)[0]]
+                    for (scenario, agent), ts in sorted(pairs.items())]
+    details = (f"<details><summary>Per scenario ({len(per_scenario)} rows)</summary>"
+               + _table(["Scenario", "Agent", "Trials", *headers], per_scenario, text_columns=2) + "</details>")
+    return _section(spec.sid, spec.title, spec.note + " (n=: trials with the metric, when not all.)", chart,
+                    table + details)
+
+
+# -- the page ------------------------------------------------------------------------------------
+EMPTY_COMMANDS = (
+    ("opsbench list", "the scenarios, with their domain (SRE, CISO, FinOps, DevOps)"),
+    ("opsbench run <scenario>", "one trial, with the scenario's baseline agent"),
+    ('opsbench run <scenario> --agent "<command>"', "one trial of your agent"),
+    ('opsbench campaign <scenario>... --agent "<command>" --trials 3', "scenarios x agents x trials"),
+    ('opsbench replay <snapshot>... --agent "<command>"', "trials on recorded (frozen) incidents"),
+    ("opsbench report --out report.html", "this report again, with the runs"),
+)
+
+
+def _empty(harness_left_out: int) -> str:
+    width = max(len(c) for c, _ in EMPTY_COMMANDS)
+    commands = "\n".join(f"{escape(c.ljust(width))}  # {escape(why)}" for c, why in EMPTY_COMMANDS)
+    left_out = (f"<p>{harness_left_out} harness run(s) (the no-op agent of <code>opsbench bench</code>) were left "
+                "out: <code>opsbench report --include-harness</code> shows them.</p>" if harness_left_out else "")
+    return ('<section id="no-runs" class="empty"><h2>No runs to report yet</h2>'
+            "<p>The report is drawn from the runs recorded in the state dir (<code>$OPSBENCH_HOME</code>, by default "
+            "<code>.opsbench</code> in the checkout), and it holds no agent trial. Record some, then write the report "
+            f"again:</p><pre><code>{commands}</code></pre>"
+            "<p>For example <code>opsbench run shop-cart-down</code> (an SRE incident on the local backend, a few "
+            "minutes). If you gave <code>--agent</code>, <code>--scenario</code> or <code>--since</code>, no run "
+            "matched them: <code>opsbench runs</code> lists what is recorded.</p>" + left_out + "</section>")
+
+
+TITLES = {"leaderboard": "Leaderboard", "domains": "Per domain", "pass-rate": "Per scenario",
+          "complexity": "Complexity", "ntam": "SRE: NTAM", "agent-time": "SRE: time", "traces": "SRE: traces",
+          "cuj": "CUJ", "ciso": "CISO", "finops": "FinOps", "devops": "DevOps"}
+
+
+def _sections(trials: list[Trial], k: int) -> list[tuple[str, str]]:
+    """(id, html) of every section the trials call for, in order."""
     board = results.leaderboard(trials, k)
     rows = results.scenario_results(trials)
     agents = [r["agent"] for r in board]
     scenarios = sorted({r["scenario"] for r in rows})
+    present = sorted({domain(t) for t in trials}, key=_domain_order)
+    out = [("leaderboard", _leaderboard(board, k))]
+    if len(present) > 1:
+        out.append(("domains", _by_domain(trials, k, agents)))
+    out += [("pass-rate", _per_scenario(rows, agents, scenarios)),
+            ("complexity", _breakdown(trials, "complexity", "Breakdown by complexity", k, agents,
+                                      f"ITBench Table 18: {_k(k)} per complexity level, every domain."))]
+    sre = [t for t in trials if domain(t) == "SRE"]
+    if sre:
+        sre_rows = results.scenario_results(sre)
+        sre_agents = [a for a in agents if any(t.agent == a for t in sre)]
+        out += [("ntam", _ntam(sre)),
+                ("agent-time", _agent_time(sre_rows, sre_agents, sorted({r["scenario"] for r in sre_rows}))),
+                ("traces", _breakdown(sre, "traces", "SRE: breakdown by observability (traces)", k, sre_agents,
+                                      f"ITBench Tables 20-21: {_k(k)} of SRE trials with traces on and off."))]
+    for name, spec in DOMAIN_SECTIONS.items():
+        of_domain = [t for t in trials if domain(t) == name]
+        if of_domain:
+            out.append((spec.sid, _domain(spec, of_domain, agents)))
+    return out
+
+
+def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", harness_left_out: int = 0) -> str:
+    """The whole report as one HTML document; `harness_left_out`: the harness's own runs not shown (results.load)."""
     counted = sum(t.counted for t in trials)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    parts = [
-        _leaderboard(board, k),
-        _per_scenario(rows, agents, scenarios),
-        _ntam(trials),
-        _agent_time(rows, agents, scenarios),
-        _breakdown(trials, "complexity", "Breakdown by complexity", k, agents),
-        _breakdown(trials, "traces", "Breakdown by observability (traces)", k, agents),
-    ]
-    return ("<!DOCTYPE html>\n"
-            f'<html lang="en"><head><meta charset="utf-8"/><title>{escape(title)}</title>'
-            f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
-            f'<p class="note">Generated {escape(generated)}: {len(trials)} run(s), {counted} trial(s), '
-            f"{len(agents)} agent(s), {len(scenarios)} scenario(s). Metric definitions: docs/evaluation.md.</p>"
+    head = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"/><title>{escape(title)}</title>'
+            f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>")
+    if not trials:
+        return (head + f'<p class="note">Generated {escape(generated)}: no runs.</p>' + _empty(harness_left_out)
+                + "</body></html>\n")
+    sections = _sections(trials, k)
+    per_domain = {d: sum(domain(t) == d for t in trials) for d in sorted({domain(t) for t in trials},
+                                                                          key=_domain_order)}
+    nav = " ".join(f'<a href="#{sid}">{escape(TITLES.get(sid, sid))}</a>' for sid, _ in sections)
+    agents = len({t.agent for t in trials})
+    scenarios = len({t.scenario for t in trials})
+    return (head
+            + f'<p class="note">Generated {escape(generated)}: {len(trials)} run(s), {counted} trial(s), {agents} '
+            f"agent(s), {scenarios} scenario(s); runs per domain: "
+            + escape(", ".join(f"{d} {n}" for d, n in per_domain.items()))
+            + ". Metric definitions: docs/evaluation.md.</p>"
             + (f'<p class="note" id="harness-left-out">{harness_left_out} harness run(s) (the no-op agent of '
                "opsbench bench) left out; opsbench report --include-harness shows them.</p>"
                if harness_left_out else "")
-            + "".join(parts) + "</body></html>\n")
+            + f"<nav>{nav}</nav>" + "".join(html for _, html in sections) + "</body></html>\n")
 
 
 def write(out: Path, trials: list[Trial], k: int = 1, harness_left_out: int = 0) -> Path:

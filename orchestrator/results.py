@@ -69,6 +69,10 @@ class Trial:
     mttr: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, float | None] = field(default_factory=dict)
+    # Every evaluator's recorded scalar scores ({evaluator: {metric: number or text}}), and a DevOps run's stages
+    # as (task, passed): a list in the run's summary, so not in the metrics table. The report's domain sections.
+    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stages: tuple[tuple[str, bool], ...] = ()
 
     @property
     def counted(self) -> bool:
@@ -167,8 +171,18 @@ def load(agent: str | None = None, scenario: str | None = None, since: float | N
             ntam_fl=_num(scores.get("ntam_fl")), ntam_fpc=_num(scores.get("ntam_fpc")),
             agent_elapsed=_num(timing.get("elapsed")), submitted=_num(timing.get("submitted")),
             mttr=_num(evaluations.get("mitigation", {}).get("mttr")), meta=meta,
-            extra={m: _num(evaluations.get(e, {}).get(m)) for e, m in EXTRA_METRICS}))
+            extra={m: _num(evaluations.get(e, {}).get(m)) for e, m in EXTRA_METRICS},
+            scores={e: dict(m) for e, m in evaluations.items()}, stages=_stages(run.get("outcome"))))
     return Loaded(trials, left_out)
+
+
+def _stages(outcome: Any) -> tuple[tuple[str, bool], ...]:
+    """(task, passed) of each stage the workspace evaluator scored, from the run's summary JSON (() if none)."""
+    try:
+        stages = json.loads(outcome)["evaluations"]["workspace"]["stages"]
+        return tuple((str(s["task"]), bool(s["passed"])) for s in stages)
+    except (TypeError, ValueError, KeyError):
+        return ()
 
 
 def _num(value: Any) -> float | None:

@@ -17,7 +17,8 @@ from typing import Any, NoReturn
 from orchestrator import store
 from orchestrator.agent_api import AgentAPI
 from orchestrator.errors import OpsBenchError
-from orchestrator.lifecycle import Progress, Run
+from orchestrator.lifecycle import Run
+from orchestrator.progress import Progress
 
 EXIT_CODES = {"completed": 0, "invalid": 3, "error": 4, "timeout": 4, "interrupted": 130}
 """Process exit status of ``opsbench run`` by run status (5: completed, but clean-up did not finish)."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from orchestrator.lifecycle import Progress
+    from orchestrator.progress import Progress
 
 DATE = click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
 
@@ -20,8 +20,7 @@ def emit_json(data: Any) -> None:
 
 def progress(quiet: bool) -> Progress:
     """Step progress on the terminal (stderr), or none with --quiet."""
-    from orchestrator.lifecycle import Progress
-    from orchestrator.progress import TerminalProgress
+    from orchestrator.progress import Progress, TerminalProgress
 
     return Progress() if quiet else TerminalProgress().as_progress()
 

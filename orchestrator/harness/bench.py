@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from orchestrator import paths
-from orchestrator.lifecycle import free_port_base
+from orchestrator.ports import free_port_base
 from orchestrator.runner import ansible_env, run_playbook
 
 
@@ -57,7 +57,7 @@ CYCLE = (("inject", "inject.yml"), ("manifestation", "check.yml"), ("remove", "r
 
 def _cycle_vars(common: dict[str, Any], work: Path) -> dict[str, dict[str, Any]]:
     from orchestrator.catalog import find_scenario
-    from orchestrator.lifecycle import scenario_vars
+    from orchestrator.run_vars import scenario_vars
 
     v = scenario_vars(find_scenario(OVERHEAD_SCENARIO), str(common["opsbench_run_id"]), work / "run")
     return {"inject": {**common, "opsbench_faults": v["faults"]},

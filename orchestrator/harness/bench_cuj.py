@@ -26,7 +26,9 @@ from typing import Any
 from orchestrator.catalog import find_scenario
 from orchestrator.cuj.runner import run as run_journeys
 from orchestrator.gateway.evidence.base import latest_capture
-from orchestrator.lifecycle import Progress, Run
+from orchestrator.lifecycle import Run
+from orchestrator.progress import Progress
+from orchestrator.trials import verify_trial
 
 HOST_SCENARIO = "shop-cuj-healthy-baseline"
 PAIR = ("shop-cart-down", "shop-cuj-compound-cart-down")
@@ -48,7 +50,7 @@ def bench_cuj(repeats: int, progress: Progress, per_scenario: tuple[str, ...] = 
     host = Run.create(find_scenario(HOST_SCENARIO), agent=None, keep=False, progress=progress, purpose="bench")
     report: dict[str, Any] = {"repeats": repeats, "load": {}, "journeys": {}, "trials": {}, "captures": {}}
     try:
-        deploy = host._step("deploy", 1, 1)
+        deploy = host.step("deploy", 1, 1)
         if deploy.status != "successful":
             raise RuntimeError(f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}")
         environment = json.loads((host.run_dir / "environment.json").read_text())
@@ -94,7 +96,7 @@ def _trial(host: Run, scenario: str, progress: Progress, label: str) -> dict[str
     scn = find_scenario(scenario)
     t0 = time.monotonic()
     since = time.time()
-    res = host.trial(scn)
+    res = verify_trial(host, scn)
     wall = time.monotonic() - t0
     steps = {name: round(float(r.get("elapsed") or 0.0), 2) for name, r in res["results"].items()}
     capture = latest_capture(host.run_dir / "browser", since)

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.catalog import domain_scenarios, find_scenario
-from orchestrator.lifecycle import Progress, Run, decided_pass
+from orchestrator.lifecycle import Run
+from orchestrator.progress import Progress
 from orchestrator.spec import Scenario
+from orchestrator.trials import agent_trial, decided_pass, trial_on
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -43,7 +45,7 @@ def bench_start(scn: Scenario, repeats: int, progress: Progress) -> dict[str, An
     for i in range(repeats):
         run = Run.create(scn, agent=None, keep=False, progress=progress, purpose="bench")
         try:
-            result = run._step("deploy", 1, 1)
+            result = run.step("deploy", 1, 1)
             if result.status != "successful":
                 raise RuntimeError(f"deploy {result.status}: {'; '.join(result.failures)[:300]}")
         finally:
@@ -61,15 +63,15 @@ def bench_trials(scenarios: list[Scenario], progress: Progress) -> list[dict[str
     host.state["status"] = "hosting"
     rows: list[dict[str, Any]] = []
     try:
-        deploy = host._step("deploy", 1, 1)
+        deploy = host.step("deploy", 1, 1)
         if deploy.status != "successful":
             raise RuntimeError(f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}")
         healthy = False
         for scn in scenarios:
             progress.message(f"{scn.id}: one trial with its baseline agent")
             start = time.monotonic()
-            trial = Run.trial_on(host, scn, None, purpose="bench")
-            summary = trial.execute_trial(healthy)
+            trial = trial_on(host, scn, None, purpose="bench")
+            summary = agent_trial(trial, healthy)
             wall = round(time.monotonic() - start, 2)
             healthy = summary.get("recovered") is True and not summary.get("leftovers") \
                 and summary.get("cleanup") == "done"

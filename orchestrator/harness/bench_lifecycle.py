@@ -27,7 +27,8 @@ from orchestrator import paths, store
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import Campaign, run_campaign
 from orchestrator.harness.verify import check_wait
-from orchestrator.lifecycle import Progress, new_run_id
+from orchestrator.progress import Progress
+from orchestrator.run_vars import new_run_id
 from orchestrator.runner import ansible_env
 from orchestrator.spec import Scenario
 

@@ -21,7 +21,7 @@ import click
 
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.catalog import find_scenario
-from orchestrator.lifecycle import free_port_base
+from orchestrator.ports import free_port_base
 from orchestrator.runner import ansible_env, run_playbook
 
 _UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024, "mib": 1024**2, "gib": 1024**3}

@@ -22,7 +22,7 @@ from orchestrator import paths, store
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.bench_lifecycle import NOOP_AGENT, summary_stats
 from orchestrator.harness.replay import ReplayRecord, replay
-from orchestrator.lifecycle import Progress
+from orchestrator.progress import Progress
 
 PHASES = ["deploy", "handover", "agent", "collect", "evaluate", "revoke", "teardown"]
 """What a replay costs: the frozen environment's deploy and teardown (once per environment) and each trial's

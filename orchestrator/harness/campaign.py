@@ -26,9 +26,12 @@ from orchestrator import paths
 from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.verify import environment_key, tagged_progress
-from orchestrator.lifecycle import Interrupts, Progress, Run
+from orchestrator.interrupts import Interrupts
+from orchestrator.lifecycle import Run
+from orchestrator.progress import Progress
 from orchestrator.results import DECIDERS
 from orchestrator.spec import Scenario
+from orchestrator.trials import agent_trial, trial_on
 
 FINAL = ("completed", "invalid")
 """Trial statuses a resumed campaign does not redo (an invalid trial is a scenario defect, not bad luck)."""
@@ -178,7 +181,7 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
                 host.state["status"] = "hosting"
                 progress.message(f"environment {host.id} ({scn.environment['application']}) for "
                                  f"{len(cells)} trial(s)")
-                deploy = host._step("deploy", 1, 1)
+                deploy = host.step("deploy", 1, 1)
                 healthy = False
                 since = None
                 if deploy.status != "successful":
@@ -189,8 +192,8 @@ def _run_host(cells: list[Cell], scenarios: dict[str, Scenario], campaign: Campa
                     return
             progress.message(f"{cell.scenario} / {cell.agent or 'baseline agent'} / trial {cell.trial}")
             start = time.monotonic()
-            trial = Run.trial_on(host, scn, cell.agent, tool_profile, visible_since=since, purpose=purpose)
-            summary = trial.execute_trial(healthy)
+            trial = trial_on(host, scn, cell.agent, tool_profile, visible_since=since, purpose=purpose)
+            summary = agent_trial(trial, healthy)
             since = time.time()
             clean = summary.get("recovered") is not False and not summary.get("leftovers") \
                 and summary.get("cleanup") == "done"

@@ -18,7 +18,8 @@ from typing import Any
 from orchestrator.harness.bench_replay import corpus_paths
 from orchestrator.harness.campaign import FINAL, Campaign, TrialRecord, finished_line
 from orchestrator.harness.replay import Job, ReplayRecord, open_snapshots, run_jobs, split
-from orchestrator.lifecycle import Interrupts, Progress
+from orchestrator.interrupts import Interrupts
+from orchestrator.progress import Progress
 
 
 def replay_key(snapshot_id: str, agent: str, trial: int) -> str:

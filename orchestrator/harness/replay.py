@@ -27,9 +27,11 @@ from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import passed
 from orchestrator.harness.verify import tagged_progress
-from orchestrator.lifecycle import LIVE_ONLY_KINDS, Interrupts, Progress, Run
+from orchestrator.interrupts import Interrupts
+from orchestrator.progress import Progress
 from orchestrator.snapshots import format as fmt
 from orchestrator.spec import Scenario
+from orchestrator.trials import LIVE_ONLY_KINDS, replay_host, replay_trial, replay_trial_on
 
 
 @dataclass(frozen=True)
@@ -112,12 +114,12 @@ def _run_host(target: Target, agent: str | None, numbers: list[int], tool_profil
               progress: Progress, interrupts: Interrupts, record: Callable[[ReplayRecord], None]) -> None:
     """Deploy one frozen environment, run the trials `numbers` on it, tear it down (always)."""
     info, scn = target.info, target.scenario
-    host = Run.replay_host(scn, info.path, info.snapshot_id, progress, purpose)
+    host = replay_host(scn, info.path, info.snapshot_id, progress, purpose)
     host.interrupts = interrupts
     host.state["status"] = "hosting"
     try:
         progress.message(f"frozen environment {host.id} for {info.snapshot_id}: {len(numbers)} trial(s)")
-        deploy = host._step("deploy", 1, 1)
+        deploy = host.step("deploy", 1, 1)
         if deploy.status != "successful":
             reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:500]}"
             for n in numbers:
@@ -128,8 +130,8 @@ def _run_host(target: Target, agent: str | None, numbers: list[int], tool_profil
             if interrupts.set:
                 return
             start = time.monotonic()
-            trial = Run.replay_trial_on(host, scn, agent or None, tool_profile)
-            summary = trial.execute_replay_trial()
+            trial = replay_trial_on(host, scn, agent or None, tool_profile)
+            summary = replay_trial(trial)
             record(ReplayRecord(info.snapshot_id, scn.id, trial.state["agent"], n, trial.id, summary["status"],
                                 passed(summary), round(time.monotonic() - start, 2), summary.get("reason", ""),
                                 host.id, summary.get("evaluations") or {}))

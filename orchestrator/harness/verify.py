@@ -16,8 +16,11 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.lifecycle import Interrupts, Progress, Run
+from orchestrator.interrupts import Interrupts
+from orchestrator.lifecycle import Run
+from orchestrator.progress import Progress
 from orchestrator.spec import Scenario
+from orchestrator.trials import verify_trial
 
 
 @dataclass
@@ -68,7 +71,7 @@ def _verify_chunk(chunk: list[Scenario], repeats: int, progress: Progress, inter
     progress.message(f"environment {run.id} ({chunk[0].environment['application']}) "
                      f"for {len(chunk)} scenario(s) x {repeats}")
     try:
-        deploy = run._step("deploy", 1, 1)
+        deploy = run.step("deploy", 1, 1)
         for scn in chunk:
             for repeat in range(1, repeats + 1):
                 if deploy.status != "successful":
@@ -81,7 +84,7 @@ def _verify_chunk(chunk: list[Scenario], repeats: int, progress: Progress, inter
                     # After a passed trial the environment is proven healthy (its recovery checks
                     # are the baseline checks) and pristine: no need to check the baseline again.
                     healthy = bool(mine) and mine[-1].passed and _same_baseline(mine[-1].scenario, scn, chunk)
-                    res = run.trial(scn, idempotency, healthy)
+                    res = verify_trial(run, scn, idempotency, healthy)
                     steps = res["results"]
                     trial = Trial(
                         scn.id, repeat, res["outcome"], res["reason"],

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import store
-from orchestrator.lifecycle import Progress
+from orchestrator.progress import Progress
 
 TIME_KEY = re.compile(r"(^|_)(time|mttd|mttr|ttp|seconds|elapsed|duration|latency|s)($|_)|_at$")
 """Score keys that measure when, not what (`time_to_process`, `mttd`, `elapsed_s`, `started_at`, ...)."""

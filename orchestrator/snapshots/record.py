@@ -2,10 +2,10 @@
 
 A recording is a live trial cut at handover: baseline -> inject -> manifestation -> handover, then the `snapshot`
 step (playbooks/snapshot_record.yml, one ansible-runner invocation like every step), then revoke -> remove ->
-recovery and the leftover check exactly as a campaign trial does (`Run.cleanup`, the lifecycle's own undo
+recovery and the leftover check exactly as a campaign trial does (`trials.recording_trial`, the lifecycle's own undo
 machinery: Ctrl-C, a failed step or `opsbench cleanup` after a SIGKILL end the same way as for any run).
 Scenarios of one environment share one deployment, as `verify-scenarios` and campaigns do: the host is deployed
-once, each recording is a run of its own on it (`Run.trial_on`, purpose `record`, left out of results), and it is
+once, each recording is a run of its own on it (`trials.trial_on`, purpose `record`, left out of results), and it is
 torn down at the end. A trial that leaves the host dirty gets the rest a fresh host.
 
 The evidence window runs from when the trial's evidence starts (the previous trial's recovery on a shared host,
@@ -21,20 +21,22 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from orchestrator import store
 from orchestrator.catalog import find_scenario
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import close_host
 from orchestrator.harness.verify import environment_key
-from orchestrator.lifecycle import Interrupts, Progress, Run
+from orchestrator.interrupts import Interrupts
+from orchestrator.lifecycle import Run
+from orchestrator.progress import Progress
 from orchestrator.spec import Scenario, spec_files
+from orchestrator.trials import RECORD_FORWARD, recording_trial, trial_on
 
 RECORD = "record"
 """The purpose (store.PURPOSES) of recording runs: the harness's own, never counted as agent results."""
 SNAPSHOT_STEP = "snapshot"
-RECORD_FORWARD = ["baseline", "inject", "manifestation", "handover"]
 REPLAYABLE_KINDS = frozenset({"diagnose"})
 """Task kinds a frozen incident can pose: they read evidence. Mitigation changes the world; CISO assessments and
 FinOps analyses read evidence the snapshot does not capture (host files, cost data)."""
@@ -43,8 +45,6 @@ LIVE_ONLY_APPLICATIONS = frozenset({"workspace"})
 DEFAULT_WINDOW_CAP_S = 1800.0
 """At most 30 minutes of evidence before handover: what an agent can usefully read, and it bounds the size."""
 STAGING_PREFIX = ".recording-"
-CHECK_AFTER = ["collect", "evaluate"]
-"""With `--check`: the live trial's steps after the snapshot (the agent ran before it)."""
 
 
 def not_replayable(scn: Scenario) -> str | None:
@@ -114,81 +114,51 @@ def evidence_window(frozen_now: float, floor: float, cap_s: float) -> tuple[floa
     return round(start, 3), round(frozen_now, 3)
 
 
-class RecordingRun(Run):
-    """A trial on a host that stops at handover to record a snapshot instead of running an agent."""
-
-    def extravars(self, step: str) -> dict[str, Any]:
-        ev = super().extravars(step)
-        if step == SNAPSHOT_STEP:
-            ev.update(self.state["vars"]["snapshot"])
-        return ev
-
-    def execute_recording(self, out: Path, *, healthy: bool, floor: float,
-                          cap_s: float = DEFAULT_WINDOW_CAP_S, live_trial: bool = False) -> dict[str, Any]:
-        """The forward steps up to handover (no baseline when the host just proved it healthy), the snapshot
-        step, then revoke, remove, recovery and the leftover check; the summary carries `snapshot`.
-        `live_trial` (`record --check`): the run's agent runs right after handover, before the snapshot step (whose
-        frozen now stays the handover), and the trial is collected and evaluated after it, as a live run is."""
-        forward = [s for s in RECORD_FORWARD if not (healthy and s == "baseline")] + (["agent"] if live_trial else [])
-        after = CHECK_AFTER if live_trial else []
-        total = len(forward) + len(after) + 5
-        staging = Path(out) / f"{STAGING_PREFIX}{self.id}"
-        try:
-            self._forward(forward, total)
-            if self.state["status"] == "completed":
-                self._snapshot(Path(out), staging, len(forward) + 1, total, floor, cap_s)
-            if after and self.state["status"] == "completed":
-                self._forward(after, total, first_index=len(forward) + 2)
-            self.cleanup(first_index=len(forward) + len(after) + 2, total=total)
-            if "remove" in self.state["done"] or "inject" not in self.state["started"]:
-                pristine = self._step("pristine", total, total, cleanup=True)
-                leftovers = pristine.stats.get("leftovers", []) if pristine.ok else ["leftover check failed"]
-                self.state["leftovers"] = leftovers
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)  # a recording cut short: never half a snapshot
-            self.archive()
-            self._save()
-            store.update_run(self.id, status=self.state["status"], outcome=_json(self.summary()))
-        return self.summary()
-
-    def _snapshot(self, out: Path, staging: Path, index: int, total: int, floor: float, cap_s: float) -> None:
-        if self._interrupted():
-            self.state["status"], self.state["reason"] = "interrupted", f"interrupted before {SNAPSHOT_STEP}"
-            return
-        frozen_now = float(self.state["results"]["handover"]["ended_at"])
-        start, end = evidence_window(frozen_now, floor, cap_s)
-        shutil.rmtree(staging, ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
-        self.state["vars"]["snapshot"] = {
-            "opsbench_snapshot_out": str(staging), "opsbench_scenario_id": self.state["scenario_id"],
-            "opsbench_spec_version": int(self.state["spec_version"]), "opsbench_frozen_now": end,
-            "opsbench_window_start": start,
-            **({"opsbench_visible_since": self.state["visible_since"]}
-               if self.state.get("visible_since") is not None else {}),
-        }
-        result = self._step(SNAPSHOT_STEP, index, total)
-        made = result.stats.get("snapshot") if result.ok else None
-        if not isinstance(made, dict) or not made.get("snapshot_id"):
-            why = "; ".join(result.failures)[:1000] or f"the step reported no snapshot ({result.status})"
-            self.state["status"] = "interrupted" if result.status == "canceled" else "error"
-            self.state["reason"] = f"step {SNAPSHOT_STEP} {result.status}: {why}"
-            return
-        target = out / str(made["snapshot_id"])
-        staging.rename(target)
-        self.state["snapshot"] = {**made, "path": str(target), "window": [start, end]}
-        self._save()
-
-    def summary(self) -> dict[str, Any]:
-        return {**super().summary(), **({"snapshot": self.state["snapshot"]} if "snapshot" in self.state else {})}
+def _snapshot_step(trial: Run, out: Path, staging: Path, index: int, total: int, floor: float,
+                   cap_s: float) -> None:
+    """The snapshot step at handover: the evidence window's vars for playbooks/snapshot_record.yml, the step, and the
+    staging directory renamed into the corpus once it succeeded."""
+    if trial.interrupted():
+        trial.state["status"], trial.state["reason"] = "interrupted", f"interrupted before {SNAPSHOT_STEP}"
+        return
+    frozen_now = float(trial.state["results"]["handover"]["ended_at"])
+    start, end = evidence_window(frozen_now, floor, cap_s)
+    shutil.rmtree(staging, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    trial.state["vars"]["steps"] = {SNAPSHOT_STEP: {
+        "opsbench_snapshot_out": str(staging), "opsbench_scenario_id": trial.state["scenario_id"],
+        "opsbench_spec_version": int(trial.state["spec_version"]), "opsbench_frozen_now": end,
+        "opsbench_window_start": start,
+        **({"opsbench_visible_since": trial.state["visible_since"]}
+           if trial.state.get("visible_since") is not None else {}),
+    }}
+    result = trial.step(SNAPSHOT_STEP, index, total)
+    made = result.stats.get("snapshot") if result.ok else None
+    if not isinstance(made, dict) or not made.get("snapshot_id"):
+        why = "; ".join(result.failures)[:1000] or f"the step reported no snapshot ({result.status})"
+        trial.state["status"] = "interrupted" if result.status == "canceled" else "error"
+        trial.state["reason"] = f"step {SNAPSHOT_STEP} {result.status}: {why}"
+        return
+    target = out / str(made["snapshot_id"])
+    staging.rename(target)
+    trial.state["snapshot"] = {**made, "path": str(target), "window": [start, end]}
+    trial.save()
 
 
-def _json(data: Any) -> str:
-    import json
+def execute_recording(trial: Run, out: Path, *, healthy: bool, floor: float, cap_s: float = DEFAULT_WINDOW_CAP_S,
+                      live_trial: bool = False) -> dict[str, Any]:
+    """A recording trial (`trials.recording_trial`) whose snapshot is written to a staging directory of `out` and
+    renamed into it only once complete; the summary carries `snapshot`."""
+    staging = Path(out) / f"{STAGING_PREFIX}{trial.id}"
+    try:
+        return recording_trial(
+            trial, lambda index, total: _snapshot_step(trial, Path(out), staging, index, total, floor, cap_s),
+            healthy=healthy, live_trial=live_trial)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # a recording cut short: never half a snapshot
 
-    return json.dumps(data, sort_keys=True)
 
-
-def _recording(scn: Scenario, repeat: int, trial: RecordingRun, summary: dict[str, Any], host: Run,
+def _recording(scn: Scenario, repeat: int, trial: Run, summary: dict[str, Any], host: Run,
                deploy_s: float | None, wall_s: float) -> Recording:
     phases = trial.state["results"]
     secs = {k: float(v.get("elapsed") or 0.0) for k, v in phases.items()}
@@ -226,7 +196,7 @@ def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Pro
                 host.interrupts = interrupts
                 host.state["status"] = "hosting"
                 progress.message(f"environment {host.id} ({scn.environment['application']}) for recording")
-                deploy = host._step("deploy", 1, 1)
+                deploy = host.step("deploy", 1, 1)
                 healthy, since, deploy_s = False, None, deploy.elapsed
                 if deploy.status != "successful":
                     reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}"
@@ -237,9 +207,8 @@ def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Pro
             progress.message(f"{scn.id}: recording {repeat}")
             floor = since if since is not None else float(host.state["results"]["deploy"]["started_at"])
             start = time.monotonic()
-            trial = cast(RecordingRun, RecordingRun.trial_on(host, scn, agent=None, visible_since=since,
-                                                             purpose=RECORD))
-            summary = trial.execute_recording(out, healthy=healthy, floor=floor, cap_s=cap_s, live_trial=live_trial)
+            trial = trial_on(host, scn, agent=None, visible_since=since, purpose=RECORD)
+            summary = execute_recording(trial, out, healthy=healthy, floor=floor, cap_s=cap_s, live_trial=live_trial)
             since = time.time()
             emit(_recording(scn, repeat, trial, summary, host, deploy_s, time.monotonic() - start))
             deploy_s = None

@@ -3,7 +3,7 @@
 Design that stays affordable: one environment per application, deployed twice (the second deploy must report
 changed=0); then, for every fault role the application's scenarios use (with the scenario's own arguments), inject
 twice (second: changed=0) and remove twice (second: changed=0), and finally teardown twice. Each step is the real
-lifecycle step (`Run._step`: the playbook through ansible-runner, with the run's extra vars); the changed count is
+lifecycle step (`Run.step`: the playbook through ansible-runner, with the run's extra vars); the changed count is
 the `playbook_on_stats` recap of that invocation, and a failure names the tasks that reported a change.
 
 Which tests `make test` runs and which are under `make reliability` (the split is by cost on the 2-core dev machine;
@@ -34,6 +34,7 @@ import pytest
 from orchestrator.catalog import find_scenario
 from orchestrator.lifecycle import Run
 from orchestrator.spec import Scenario, load_scenario, spec_files
+from orchestrator.trials import use_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +57,7 @@ def step_twice(run: Run, step: str, what: str) -> list[str]:
     """Run `step` twice; the problems (failed runs, changes on the second run)."""
     problems = []
     for attempt in (1, 2):
-        result = run._step(step, attempt, 2, cleanup=step in ("remove", "teardown"))
+        result = run.step(step, attempt, 2, cleanup=step in ("remove", "teardown"))
         if not result.ok:
             problems.append(f"{what}: {step} #{attempt} {result.status}: {'; '.join(result.failures)[:300]}")
             return problems
@@ -113,7 +114,7 @@ def audit_application(home: Path, monkeypatch: pytest.MonkeyPatch, application: 
                 if all(r in seen for r in roles):
                     continue  # the same roles (with the same arguments) were already checked
                 seen.update(roles)
-                run.use_scenario(scn)
+                use_scenario(run, scn)
                 problems += step_twice(run, "inject", scn.id)
                 problems += step_twice(run, "remove", scn.id)
                 checked += 2

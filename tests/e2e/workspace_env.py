@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from orchestrator.argspecs import resolve_role_vars
-from orchestrator.lifecycle import free_port_base
+from orchestrator.ports import free_port_base
 from orchestrator.runner import StepResult, ansible_env, run_playbook
 from orchestrator.spec import environment_role
 

@@ -248,7 +248,7 @@ def test_unknown_requirement_gets_an_honest_non_answer(tmp_path: Path, monkeypat
 
 def test_assess_scenarios_default_to_the_ciso_baseline_agent() -> None:
     from orchestrator.catalog import find_scenario
-    from orchestrator.lifecycle import DEFAULT_AGENT, default_agent
+    from orchestrator.run_vars import DEFAULT_AGENT, default_agent
 
     assert default_agent(find_scenario("ciso-sshd-root-login-compliant")).endswith("-m orchestrator.agents.ciso")
     assert default_agent(find_scenario("loopweb-web-down")) == DEFAULT_AGENT

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.evaluation import workspace as wsv
-from orchestrator.lifecycle import decided_pass
+from orchestrator.trials import decided_pass
 
 META = {"check": "make -s check", "report": "junit", "tests": 2, "protected": ["Makefile", "tests/**"]}
 

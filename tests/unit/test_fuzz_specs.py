@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from orchestrator import paths
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.errors import Problem
-from orchestrator.lifecycle import scenario_vars
+from orchestrator.run_vars import scenario_vars
 from orchestrator.spec import Scenario
 from orchestrator.validate import validate_scenario_file
 

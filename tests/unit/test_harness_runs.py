@@ -16,8 +16,10 @@ from synthetic_runs import LABEL_A, LABEL_B, NOOP, populate, populate_harness
 from orchestrator import report, results, store
 from orchestrator.catalog import find_scenario
 from orchestrator.cli import main
-from orchestrator.lifecycle import Progress, Run
+from orchestrator.lifecycle import Run
+from orchestrator.progress import Progress
 from orchestrator.runner import StepResult
+from orchestrator.trials import trial_on
 
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
@@ -181,7 +183,7 @@ def _fake_step(self: Run, step: str, index: int, total: int, cleanup: bool = Fal
         stats = {"checks": {c["name"]: {"ok": True} for c in self.state["vars"]["checks"][step]}}
     elif step == "pristine":
         stats = {"leftovers": []}
-    elif step == "finish":  # collect, evaluate, revoke: one playbook of three plays (Run._finish)
+    elif step == "finish":  # collect, evaluate, revoke: one playbook of three plays (Run.finish)
         self._plays["finish"] = [(1.0, None), (1.1, None), (1.2, None)]
     self.state["started"] = [*self.state["started"], step]
     self.state["done"] = [*self.state["done"], step]
@@ -192,8 +194,8 @@ def _fake_step(self: Run, step: str, index: int, total: int, cleanup: bool = Fal
 
 @pytest.fixture
 def no_playbooks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Run, "_step", _fake_step)
-    monkeypatch.setattr(Run, "_agent", lambda self, index, total: SimpleNamespace(status="exited", detail=""))
+    monkeypatch.setattr(Run, "step", _fake_step)
+    monkeypatch.setattr(Run, "run_agent", lambda self, index, total: SimpleNamespace(status="exited", detail=""))
 
 
 def _purposes() -> dict[str, tuple[str, str]]:
@@ -244,8 +246,8 @@ def test_verify_scenarios_runs_are_tagged_verify() -> None:
 def test_a_trial_takes_its_hosts_purpose_unless_told() -> None:
     scn = find_scenario("loopweb-web-down")
     host = Run.create(scn, agent=None, purpose="bench")
-    assert Run.trial_on(host, scn, NOOP).state["purpose"] == "bench"
-    assert Run.trial_on(host, scn, NOOP, purpose="agent").state["purpose"] == "agent"
+    assert trial_on(host, scn, NOOP).state["purpose"] == "bench"
+    assert trial_on(host, scn, NOOP, purpose="agent").state["purpose"] == "agent"
     with pytest.raises(ValueError, match="run purpose"):
         Run.create(scn, agent=None, purpose="benchmark")
     assert len(_purposes()) == 3

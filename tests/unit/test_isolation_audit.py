@@ -42,7 +42,7 @@ from orchestrator import paths
 from orchestrator.agent import run_agent
 from orchestrator.agent_api import AgentAPI
 from orchestrator.gateway.rest import create_app
-from orchestrator.lifecycle import scenario_vars
+from orchestrator.run_vars import scenario_vars
 from orchestrator.spec import load_scenario, spec_files
 
 OTHER_TOKEN = "another-runs-token-0123456789abcdef0123"

@@ -15,8 +15,9 @@ import pytest
 from orchestrator import lifecycle, paths
 from orchestrator.agent import AgentResult
 from orchestrator.catalog import find_scenario
-from orchestrator.lifecycle import WORLD_EVALUATORS, Run
+from orchestrator.lifecycle import Run
 from orchestrator.runner import StepResult
+from orchestrator.trials import WORLD_EVALUATORS, agent_trial, restores_early, trial_on
 
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 STEP_S = 0.3
@@ -75,13 +76,13 @@ def playbooks(monkeypatch: pytest.MonkeyPatch) -> TimedPlaybooks:
 def trial(scenario: str = "shop-cart-down") -> Run:
     scn = find_scenario(scenario)
     host = Run.create(scn, agent="true", keep=True)
-    return Run.trial_on(host, scn, "true")
+    return trial_on(host, scn, "true")
 
 
 def test_finish_runs_beside_remove_and_recovery_beside_the_leftover_check(playbooks: TimedPlaybooks) -> None:
     run = trial()
-    assert run.restores_early()
-    summary = run.execute_trial(healthy=True)
+    assert restores_early(run)
+    summary = agent_trial(run, healthy=True)
     assert summary["status"] == "completed" and summary["cleanup"] == "done", summary
     assert summary["recovered"] is True and summary["leftovers"] == []
     assert playbooks.overlap("finish", "remove") and playbooks.overlap("recovery", "pristine")
@@ -99,8 +100,8 @@ def test_finish_runs_beside_remove_and_recovery_beside_the_leftover_check(playbo
 
 def test_an_evaluator_that_reads_the_world_keeps_the_faults_in_until_it_ran(playbooks: TimedPlaybooks) -> None:
     run = trial("shop-cart-down-mitigate")
-    assert {e["role"] for e in run.state["vars"]["evaluators"]} & WORLD_EVALUATORS and not run.restores_early()
-    summary = run.execute_trial(healthy=True)
+    assert {e["role"] for e in run.state["vars"]["evaluators"]} & WORLD_EVALUATORS and not restores_early(run)
+    summary = agent_trial(run, healthy=True)
     assert summary["status"] == "completed", summary
     assert playbooks.steps == ["inject", "manifestation", "handover", "collect", "evaluate", "revoke", "remove",
                                "recovery", "pristine"]
@@ -110,7 +111,7 @@ def test_a_failed_removal_beside_finish_is_retried_by_cleanup_before_recovery(mo
                                                                             playbooks: TimedPlaybooks) -> None:
     playbooks.fail.append("remove")
     run = trial()
-    summary = run.execute_trial(healthy=True)
+    summary = agent_trial(run, healthy=True)
     assert summary["cleanup"] == "done" and summary["recovered"] is True, summary
     first, retry = playbooks.span("remove"), playbooks.span("remove", 1)
     assert playbooks.span("recovery")[0] >= retry[1] > first[1]
@@ -120,7 +121,7 @@ def test_a_failed_removal_beside_finish_is_retried_by_cleanup_before_recovery(mo
 def test_a_failed_finish_leaves_revoke_owed_and_cleanup_runs_it(playbooks: TimedPlaybooks) -> None:
     playbooks.fail.append("finish")
     run = trial()
-    summary = run.execute_trial(healthy=True)
+    summary = agent_trial(run, healthy=True)
     assert summary["status"] == "error", summary
     assert summary["cleanup"] == "done" and "revoke" in run.state["done"] and "remove" in run.state["done"]
     assert playbooks.steps.count("revoke") == 1 and playbooks.span("revoke")[0] >= playbooks.span("finish")[1]

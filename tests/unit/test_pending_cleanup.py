@@ -53,8 +53,8 @@ def test_a_timed_out_undo_step_is_retried_before_the_next(monkeypatch: pytest.Mo
             run.state["done"].append(step)
         return StepResult(step, status, 0, 0.1)
 
-    monkeypatch.setattr(run, "_step", fake_step)
-    monkeypatch.setattr(run, "_save", lambda: None)
+    monkeypatch.setattr(run, "step", fake_step)
+    monkeypatch.setattr(run, "save", lambda: None)
     monkeypatch.setattr(lifecycle.store, "update_run", lambda *a, **k: None)
     run.cleanup()
     assert calls == ["remove", "remove", "recovery", "teardown"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import lifecycle
+from orchestrator import ports
 
 
 @pytest.mark.parametrize(("ephemeral", "expected"), [
@@ -20,20 +20,20 @@ from orchestrator import lifecycle
 def test_blocks_come_from_below_the_ephemeral_range(tmp_path: Path, ephemeral: str, expected: tuple[int, int]) -> None:
     conf = tmp_path / "ip_local_port_range"
     conf.write_text(ephemeral)
-    assert lifecycle.port_range(conf) == expected
+    assert ports.port_range(conf) == expected
 
 
 def test_a_missing_range_file_means_the_default(tmp_path: Path) -> None:
-    assert lifecycle.port_range(tmp_path / "absent") == (20000, 32768)
+    assert ports.port_range(tmp_path / "absent") == (20000, 32768)
 
 
 def test_a_chosen_block_is_free_and_inside_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))  # a port nobody else holds, and its block around it
         busy.listen()
-        taken = busy.getsockname()[1] - busy.getsockname()[1] % lifecycle.PORT_BLOCK
-        low, high = taken - 2 * lifecycle.PORT_BLOCK, taken + 2 * lifecycle.PORT_BLOCK  # four blocks, one busy
-        monkeypatch.setattr(lifecycle, "port_range", lambda: (low, high))
-        bases = {lifecycle.free_port_base() for _ in range(40)}
+        taken = busy.getsockname()[1] - busy.getsockname()[1] % ports.PORT_BLOCK
+        low, high = taken - 2 * ports.PORT_BLOCK, taken + 2 * ports.PORT_BLOCK  # four blocks, one busy
+        monkeypatch.setattr(ports, "port_range", lambda: (low, high))
+        bases = {ports.free_port_base() for _ in range(40)}
     assert bases and taken not in bases
-    assert all(b >= low and b + lifecycle.PORT_BLOCK <= high and b % lifecycle.PORT_BLOCK == 0 for b in bases)
+    assert all(b >= low and b + ports.PORT_BLOCK <= high and b % ports.PORT_BLOCK == 0 for b in bases)

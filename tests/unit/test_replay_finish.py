@@ -15,8 +15,9 @@ from orchestrator import store
 from orchestrator.catalog import find_scenario
 from orchestrator.cli import main
 from orchestrator.harness.bench_replay import bench_replay
-from orchestrator.lifecycle import Progress, Run
+from orchestrator.progress import Progress
 from orchestrator.snapshots import format as fmt
+from orchestrator.trials import replay_host, replay_trial, replay_trial_on
 
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
@@ -30,11 +31,11 @@ def cli(*args: str) -> Result:
 @pytest.mark.e2e
 def test_a_trial_is_two_invocations_recorded_as_its_steps(snapshot: Path) -> None:
     scn = find_scenario("shop-cart-down")
-    host = Run.replay_host(scn, snapshot, fmt.verify(snapshot).snapshot_id)
+    host = replay_host(scn, snapshot, fmt.verify(snapshot).snapshot_id)
     try:
-        assert host._step("deploy", 1, 1).status == "successful"
-        trial = Run.replay_trial_on(host, scn, "true")
-        summary = trial.execute_replay_trial()
+        assert host.step("deploy", 1, 1).status == "successful"
+        trial = replay_trial_on(host, scn, "true")
+        summary = replay_trial(trial)
         assert summary["status"] == "completed", summary["reason"]
         assert trial.state["done"] == ["handover", "agent", "collect", "evaluate", "revoke"]
         assert sorted(p.name.split("-", 1)[1] for p in (trial.record_dir / "steps").iterdir()) == [
@@ -52,9 +53,9 @@ def test_a_trial_is_two_invocations_recorded_as_its_steps(snapshot: Path) -> Non
 
         # An evaluator that breaks stops `finish` at its play: the trial is an error naming evaluate, and revoke,
         # still owed, runs on its own.
-        broken = Run.replay_trial_on(host, scn, "true")
+        broken = replay_trial_on(host, scn, "true")
         broken.state["vars"]["evaluators"][0]["role"] = "evaluate_no_such_role"
-        summary = broken.execute_replay_trial()
+        summary = replay_trial(broken)
         assert summary["status"] == "error" and summary["reason"].startswith("step evaluate failed"), summary
         assert broken.state["done"] == ["handover", "agent", "collect", "revoke"]
         assert broken.state["results"]["evaluate"]["status"] == "failed"

@@ -17,6 +17,7 @@ from orchestrator.harness.replay import replay
 from orchestrator.lifecycle import Run
 from orchestrator.snapshots import format as fmt
 from orchestrator.snapshots.frozen_prometheus import PID_FILE
+from orchestrator.trials import replay_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("home")]
 
@@ -59,8 +60,8 @@ def test_trials_share_one_frozen_environment_and_are_recorded_as_replays(snapsho
 
 def test_cleanup_after_a_sigkill_stops_the_frozen_prometheus(snapshot: Path) -> None:
     scn = find_scenario("shop-cart-down")
-    host = Run.replay_host(scn, snapshot, fmt.verify(snapshot).snapshot_id)
-    assert host._step("deploy", 1, 1).status == "successful"
+    host = replay_host(scn, snapshot, fmt.verify(snapshot).snapshot_id)
+    assert host.step("deploy", 1, 1).status == "successful"
     pid = int((host.run_dir / "prometheus" / PID_FILE).read_text())
     assert _alive(pid)
     # The orchestrator dies here; `opsbench cleanup` works from run.json alone.
@@ -88,9 +89,9 @@ def test_a_gateway_whose_port_was_taken_fails_the_handover_with_its_log(snapshot
     and the reason carries the gateway's own words."""
     import socket
 
-    from orchestrator import lifecycle
+    from orchestrator import lifecycle, ports
 
-    base = lifecycle.free_port_base()
+    base = ports.free_port_base()
     monkeypatch.setattr(lifecycle, "free_port_base", lambda: base)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", base + 9))  # bound, not listening: the gateway cannot bind, nothing answers

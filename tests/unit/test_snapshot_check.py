@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from test_snapshot_record import FakePlaybooks
 
-from orchestrator import lifecycle
+from orchestrator import lifecycle, run_vars
 from orchestrator.cli import main
 from orchestrator.harness import replay as replay_module
 from orchestrator.harness.replay import ReplayRecord
@@ -74,7 +74,7 @@ def test_record_check_runs_the_agent_live_before_the_snapshot_then_compares_a_re
         verdict: str) -> None:
     playbooks = ScoringPlaybooks()
     monkeypatch.setattr(lifecycle, "run_playbook", playbooks)
-    monkeypatch.setattr(lifecycle, "default_agent", lambda scn: "true")  # the baseline agent, made instant
+    monkeypatch.setattr(run_vars, "default_agent", lambda scn: "true")  # the baseline agent, made instant
     replayed: list[Path] = []
 
     def fake_replay(paths: list[Path], agent: str | None, trials: int, **kw: Any) -> list[ReplayRecord]:

@@ -187,7 +187,7 @@ def test_verify_replays_the_baseline_agent_on_a_sample_snapshot() -> None:
 
 @pytest.mark.e2e
 def test_a_replay_that_scores_nothing_fails_verify(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("orchestrator.lifecycle.default_agent", lambda scn: "exit 3")  # a baseline agent that fails
+    monkeypatch.setattr("orchestrator.run_vars.default_agent", lambda scn: "exit 3")  # a baseline agent that fails
     res = cli("verify", str(SAMPLE))
     assert res.exit_code == 2, res.output
     assert "the baseline agent's replay was not scored: diagnosis no_submission" in res.output, res.output

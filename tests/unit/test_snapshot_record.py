@@ -16,7 +16,7 @@ from orchestrator import lifecycle, store
 from orchestrator.catalog import find_scenario
 from orchestrator.cli import main
 from orchestrator.errors import OpsBenchError
-from orchestrator.lifecycle import Progress
+from orchestrator.progress import Progress
 from orchestrator.runner import StepResult
 from orchestrator.snapshots import record as rec
 

@@ -14,6 +14,7 @@ from orchestrator import lifecycle
 from orchestrator.catalog import find_scenario
 from orchestrator.lifecycle import Run
 from orchestrator.runner import StepResult
+from orchestrator.trials import verify_trial
 
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
@@ -50,7 +51,7 @@ def verify(monkeypatch: pytest.MonkeyPatch, fake: ScoredPlaybooks,
     monkeypatch.setattr(lifecycle, "run_playbook", fake)
     scn = find_scenario(scenario)
     run = Run.create(scn, agent=None, keep=False, purpose="verify")
-    return run.trial(scn), run
+    return verify_trial(run, scn), run
 
 
 def test_untouched_fails_and_reference_passes(monkeypatch: pytest.MonkeyPatch) -> None:
