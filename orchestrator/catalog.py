@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator import paths
 from orchestrator.errors import OpsBenchError, SpecInvalid
 from orchestrator.spec import SPEC_FILENAME, Scenario, load_scenario, spec_files
-from orchestrator.validate import validate_scenario_file
+from orchestrator.validate import checked_scenario, loaded_problems
 
 
 def find_scenario(name: str) -> Scenario:
@@ -25,16 +25,28 @@ def find_scenario(name: str) -> Scenario:
     if not candidate.is_file():
         known = ", ".join(s.parent.name for s in spec_files()) or "none"
         raise OpsBenchError(f"no scenario named '{name}' (known: {known}); try `opsbench list`")
-    problems = validate_scenario_file(candidate)
+    return valid_scenario(candidate)
+
+
+def valid_scenario(path: Path) -> Scenario:
+    """The spec at `path`, read and checked once; SpecInvalid with every problem when it has any."""
+    scn, problems = checked_scenario(path)
+    if scn is None:
+        raise SpecInvalid(problems)
+    return scn
+
+
+def checked(scn: Scenario) -> Scenario:
+    """`scn` (read and schema-checked by `load_scenario`) once its semantic checks passed; else SpecInvalid."""
+    problems = loaded_problems(scn)
     if problems:
         raise SpecInvalid(problems)
-    return load_scenario(candidate)
+    return scn
 
 
 def domain_scenarios(domain: str) -> list[Scenario]:
-    """Every scenario of ``domain`` (SRE, CISO, FinOps, DevOps), each validated."""
-    return [find_scenario(str(f)) for f in spec_files()
-            if load_scenario(f).data.get("metadata", {}).get("domain") == domain]
+    """Every scenario of ``domain`` (SRE, CISO, FinOps, DevOps), each read once and validated."""
+    return [checked(s) for s in map(load_scenario, spec_files()) if s.data["metadata"]["domain"] == domain]
 
 
 def scenario_rows() -> list[dict[str, Any]]:

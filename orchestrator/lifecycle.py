@@ -37,7 +37,7 @@ PLAYBOOKS = {
     "manifestation": "check.yml", "handover": "handover.yml", "collect": "collect.yml",
     "evaluate": "evaluate.yml", "revoke": "revoke.yml", "remove": "remove.yml",
     "recovery": "check.yml", "teardown": "teardown.yml", "pristine": "pristine.yml",
-    # Recording a snapshot at handover instead of running an agent (orchestrator/snapshots/record.py).
+    # Recording a snapshot at handover instead of running an agent (orchestrator/harness/record.py).
     "snapshot": "snapshot_record.yml",
     # A replay trial's collect, evaluate and revoke in one invocation (see FINISH_STEPS).
     "finish": "finish.yml",

@@ -276,7 +276,7 @@ def _known_alerts(application: str) -> list[str]:
 
 
 def _topology(application: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    from orchestrator.validate import load_topology
+    from orchestrator.role_topology import load_topology
 
     topo = load_topology(application) or {}
     return list(topo.get("entities") or []), list(topo.get("edges") or [])

@@ -7,7 +7,7 @@
 - `verify_trial`: verify-scenarios' proof that a scenario manifests and recovers (and that its reference solution
   passes where it has one), no agent;
 - `replay_trial`: an agent on a frozen incident (`replay_host` deploys the snapshot as the environment);
-- `recording_trial`: a live trial cut at handover for the snapshot step (orchestrator/snapshots/record.py).
+- `recording_trial`: a live trial cut at handover for the snapshot step (orchestrator/harness/record.py).
 """
 
 from __future__ import annotations

@@ -17,18 +17,10 @@ from orchestrator.argspecs import check_role_args, role_dir, value_kind
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import Problem, SpecInvalid
 from orchestrator.evaluation.outputs import shared_output_conflicts
+from orchestrator.role_topology import load_topology
 from orchestrator.schemacheck import json_path, schema_problems
-from orchestrator.spec import Scenario, environment_role, spec_files
+from orchestrator.spec import Scenario, spec_files
 from orchestrator.yamlfile import read_yaml
-
-
-def load_topology(application: str, backend: str = "local") -> dict[str, Any] | None:
-    """The topology an environment role declares in ``files/topology.yml`` (None if absent)."""
-    topo_file = role_dir(environment_role(application, backend)) / "files" / "topology.yml"
-    if not topo_file.is_file():
-        return None
-    data = read_yaml(topo_file)
-    return data if isinstance(data, dict) else None
 
 
 def load_registry() -> dict[str, Any]:
@@ -205,18 +197,31 @@ def finops_truth_problems(file: str, gt: dict[str, Any]) -> list[Problem]:
     return problems
 
 
-def validate_scenario_file(path: Path) -> list[Problem]:
+def checked_scenario(path: Path) -> tuple[Scenario | None, list[Problem]]:
+    """The spec at `path` read once and checked (schema, then the semantic checks): the scenario when it has no
+    problem, else None and its problems."""
     try:
         data = read_yaml(path)
     except SpecInvalid as exc:
-        return exc.problems
+        return None, exc.problems
     problems = schema_problems(path, data, "scenario")
     if problems:
-        return problems
+        return None, problems
+    scn = Scenario(path=path, data=data)
+    problems = loaded_problems(scn)
+    return (None, problems) if problems else (scn, [])
+
+
+def loaded_problems(scn: Scenario) -> list[Problem]:
+    """The semantic problems of a spec already read and schema-checked (`spec.load_scenario`)."""
     try:
-        return semantic_problems(Scenario(path=path, data=data))
+        return semantic_problems(scn)
     except SpecInvalid as exc:  # a malformed registry or topology file the checks had to read
         return exc.problems
+
+
+def validate_scenario_file(path: Path) -> list[Problem]:
+    return checked_scenario(path)[1]
 
 
 def validate_paths(roots: list[Path] | None = None) -> list[Problem]:
@@ -228,11 +233,11 @@ def validate_paths(roots: list[Path] | None = None) -> list[Problem]:
         where = ", ".join(map(str, roots or [paths.SPECS_DIR]))
         return [Problem(where, "$", f"no {paths.SPECS_DIR.name}/*/scenario.yaml found")]
     for file in files:
-        file_problems = validate_scenario_file(file)
+        scn, file_problems = checked_scenario(file)
         problems += file_problems
-        if file_problems:
+        if scn is None:
             continue
-        sid = read_yaml(file)["metadata"]["id"]
+        sid = scn.id
         if sid in seen:
             problems.append(Problem(str(file), "$.metadata.id", f"duplicate id '{sid}' (also in {seen[sid]})"))
         seen[sid] = file

@@ -1,5 +1,5 @@
 """`opsbench snapshot`: record, export, import, verify and list frozen incidents (library:
-`orchestrator.snapshots.record` and `orchestrator.snapshots.corpus`; docs/snapshots.md)."""
+`orchestrator.harness.record` and `orchestrator.snapshots.corpus`; docs/snapshots.md)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def record(scenarios: tuple[str, ...], out: Path | None, repeats: int, every: bo
     """Record SCENARIOS live as snapshots: deploy, baseline, inject, manifestation, handover, capture, then
     revoke, remove, recovery and teardown as a run does. Scenarios on one environment share one deployment.
     With --check, the live trial of the baseline agent and its replay are compared (docs/snapshots.md)."""
+    from orchestrator.harness.record import as_dicts, choose, describe, render
+    from orchestrator.harness.record import record as record_all
     from orchestrator.snapshots.corpus import default_corpus
-    from orchestrator.snapshots.record import as_dicts, choose, describe, render
-    from orchestrator.snapshots.record import record as record_all
 
     chosen = choose(scenarios, every)
     target = out or default_corpus()
@@ -52,7 +52,7 @@ def record(scenarios: tuple[str, ...], out: Path | None, repeats: int, every: bo
     ok = bool(made) and all(r.ok for r in made)
     checks = []
     if check_replay:
-        from orchestrator.snapshots import check as chk
+        from orchestrator.harness import record_check as chk
 
         for rec in made:
             if rec.ok:
@@ -103,7 +103,8 @@ def verify_command(paths: tuple[Path, ...], no_replay: bool, as_json: bool) -> N
 
     Every PATH is checked; each bad one gets one error line naming the snapshot, the file and the problem (or what
     went wrong in its replay), and the exit status is non-zero when any is bad."""
-    from orchestrator.snapshots.corpus import replay_baseline, verify_path
+    from orchestrator.harness.replay import replay_baseline
+    from orchestrator.snapshots.corpus import verify_path
     from orchestrator.snapshots.format import SnapshotError
 
     results = []

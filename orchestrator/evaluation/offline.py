@@ -13,8 +13,8 @@ import yaml
 
 from orchestrator.errors import OpsBenchError
 from orchestrator.evaluation.diagnosis import score_diagnosis
+from orchestrator.role_topology import load_topology
 from orchestrator.schemacheck import schema_problems
-from orchestrator.validate import load_topology
 from orchestrator.yamlfile import read_yaml
 
 

@@ -209,3 +209,50 @@ def render(records: Sequence[ReplayRecord]) -> str:
         lines.append(f"{r.snapshot_id:<48} {r.trial:>5} {r.run_id or '-':<24} {r.status:<11} {verdict:<5} "
                      f"{r.elapsed:>7.1f}" + (f"  {r.reason[:120]}" if r.reason and r.status != "completed" else ""))
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class BaselineReplay:
+    """One replay of the scenario's baseline agent on a verified snapshot (`opsbench snapshot verify`)."""
+
+    run_id: str
+    status: str
+    seconds: float
+    scores: dict[str, Any]
+    problem: str = ""
+    """Empty when the snapshot served a whole trial: it completed and every evaluator scored the agent's output."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+    def summary(self) -> str:
+        """`completed in 7.2 s, diagnosis: fl_pass 1.0` or the problem."""
+        if self.problem:
+            return self.problem
+        from orchestrator.results import DECIDERS  # the deciding score of each evaluator, as results use it
+
+        parts = [f"{name}: {key} {self.scores[name][key]}" for name, key in DECIDERS
+                 if isinstance(self.scores.get(name), dict) and key in self.scores[name]]
+        return f"{self.status} in {self.seconds:.1f} s" + (f", {', '.join(parts)}" if parts else "")
+
+
+def replay_baseline(path: Path, progress: Any = None) -> BaselineReplay:
+    """Replay the scenario's baseline agent once on the snapshot at `path` (directory or archive; verify it first):
+    proof that the snapshot serves a whole trial (its frozen Prometheus starts on the TSDB, the gateway answers
+    the agent, the evaluators score). The run is tagged `verify`, so results leave it out."""
+    records = replay([Path(path)], None, 1, progress=progress, purpose="verify")
+    if not records:
+        return BaselineReplay("", "not run", 0.0, {}, "the baseline agent's replay did not run")
+    rec = records[0]
+    problem = ""
+    if rec.status != "completed":
+        problem = f"the baseline agent's replay ended {rec.status}" + (f": {rec.reason}" if rec.reason else "")
+    else:
+        unscored = sorted(name for name, sc in rec.scores.items()
+                          if isinstance(sc, dict) and sc.get("status") not in (None, "scored"))
+        if unscored or not rec.scores:
+            problem = ("the baseline agent's replay was not scored: " + ", ".join(
+                f"{n} {rec.scores[n].get('status')}" for n in unscored)) if unscored else \
+                "the baseline agent's replay has no scores"
+    return BaselineReplay(rec.run_id, rec.status, rec.elapsed, rec.scores, problem)

@@ -51,7 +51,7 @@ def import_snapshot(archive_file: Path, corpus: Path | None = None) -> fmt.Snaps
 def verify_path(path: Path) -> fmt.SnapshotInfo:
     """Verify a snapshot directory, or an archive (extracted into a private temporary directory, verified, and
     deleted again): checksums, schema, format version, recorder version, the scenario still existing. The replay
-    with the baseline agent that `snapshot verify` adds is `replay_baseline`."""
+    with the baseline agent that `snapshot verify` adds is `harness.replay.replay_baseline`."""
     path = Path(path)
     if path.is_dir():
         return fmt.verify(path)
@@ -64,55 +64,6 @@ def verify_path(path: Path) -> fmt.SnapshotInfo:
         info = archive.import_archive(path, Path(tmp))
         # The extracted copy is gone once this returns: report the archive, not the temporary directory.
         return dataclasses.replace(info, path=path)
-
-
-@dataclass(frozen=True)
-class BaselineReplay:
-    """One replay of the scenario's baseline agent on a verified snapshot (`opsbench snapshot verify`)."""
-
-    run_id: str
-    status: str
-    seconds: float
-    scores: dict[str, Any]
-    problem: str = ""
-    """Empty when the snapshot served a whole trial: it completed and every evaluator scored the agent's output."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.problem
-
-    def summary(self) -> str:
-        """`completed in 7.2 s, diagnosis: fl_pass 1.0` or the problem."""
-        if self.problem:
-            return self.problem
-        from orchestrator.results import DECIDERS  # the deciding score of each evaluator, as results use it
-
-        parts = [f"{name}: {key} {self.scores[name][key]}" for name, key in DECIDERS
-                 if isinstance(self.scores.get(name), dict) and key in self.scores[name]]
-        return f"{self.status} in {self.seconds:.1f} s" + (f", {', '.join(parts)}" if parts else "")
-
-
-def replay_baseline(path: Path, progress: Any = None) -> BaselineReplay:
-    """Replay the scenario's baseline agent once on the snapshot at `path` (directory or archive; verify it first):
-    proof that the snapshot serves a whole trial (its frozen Prometheus starts on the TSDB, the gateway answers
-    the agent, the evaluators score). The run is tagged `verify`, so results leave it out."""
-    from orchestrator.harness.replay import replay
-
-    records = replay([Path(path)], None, 1, progress=progress, purpose="verify")
-    if not records:
-        return BaselineReplay("", "not run", 0.0, {}, "the baseline agent's replay did not run")
-    rec = records[0]
-    problem = ""
-    if rec.status != "completed":
-        problem = f"the baseline agent's replay ended {rec.status}" + (f": {rec.reason}" if rec.reason else "")
-    else:
-        unscored = sorted(name for name, sc in rec.scores.items()
-                          if isinstance(sc, dict) and sc.get("status") not in (None, "scored"))
-        if unscored or not rec.scores:
-            problem = ("the baseline agent's replay was not scored: " + ", ".join(
-                f"{n} {rec.scores[n].get('status')}" for n in unscored)) if unscored else \
-                "the baseline agent's replay has no scores"
-    return BaselineReplay(rec.run_id, rec.status, rec.elapsed, rec.scores, problem)
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ import yaml
 from orchestrator.agents import devops_monitor
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.evaluation.diagnosis import score_diagnosis
+from orchestrator.role_topology import load_topology
 from orchestrator.runner import StepResult
-from orchestrator.validate import load_topology
 
 from .workspace_env import NEEDS_WORKSPACE, PODMAN_ENV, Workspace, deployed
 

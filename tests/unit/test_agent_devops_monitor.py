@@ -20,7 +20,7 @@ import yaml
 from orchestrator.agents import devops_monitor as dm
 from orchestrator.evaluation.diagnosis import score_diagnosis
 from orchestrator.evaluation.outputs import load_output
-from orchestrator.validate import load_topology
+from orchestrator.role_topology import load_topology
 
 SPECS = Path(__file__).resolve().parents[2] / "scenario_specs"
 BAD = {"memory_leak": "report-indexer", "cpu_spin": "event-relay", "fd_leak": "cache-warmer",

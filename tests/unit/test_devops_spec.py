@@ -23,10 +23,10 @@ from orchestrator import paths
 from orchestrator.docgen import OUTPUT_SCHEMAS
 from orchestrator.errors import Problem
 from orchestrator.evaluation.outputs import SCHEMAS, load_output, schema_errors, shared_output_conflicts
+from orchestrator.harness.record import not_replayable
 from orchestrator.harness.replay import live_only_tasks
 from orchestrator.run_vars import build_manifest
 from orchestrator.schemacheck import load_schema
-from orchestrator.snapshots.record import not_replayable
 from orchestrator.spec import load_scenario
 from orchestrator.trials import LIVE_ONLY_KINDS
 from orchestrator.validate import validate_paths, validate_scenario_file

@@ -17,8 +17,8 @@ import yaml
 
 from orchestrator import paths
 from orchestrator.argspecs import check_role_args, entry_options, resolve_role_vars
+from orchestrator.role_topology import load_topology
 from orchestrator.spec import environment_role
-from orchestrator.validate import load_topology
 
 ROLE = paths.ROLES_DIR / "env_workspace"
 PROJECTS_DIR = ROLE / "files" / "projects"

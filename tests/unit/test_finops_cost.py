@@ -298,7 +298,7 @@ def test_agent_diagnosis_only_changes_nothing() -> None:
 # -- the autoscaler loop (one step at a time, with an in-memory backend) ---------------------------------------------
 
 def test_autoscaler_step_follows_the_policy_it_re_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.finops import autoscaler
+    from orchestrator import autoscaler
 
     (tmp_path / "env" / "finops").mkdir(parents=True)
     (tmp_path / "environment.json").write_text(json.dumps({"control": {"container_prefix": "ob-r1-"}}))

@@ -157,3 +157,29 @@ def test_no_private_name_crosses_modules() -> None:
              *sorted((paths.PROJECT_ROOT / "roles").glob("*/library/*.py"))]
     found = [hit for f in files for hit in private_imports(f, known)]
     assert not found, "private names taken across modules:\n" + "\n".join(found)
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the orchestrator's folders (subpackages) and top-level modules: an edge where any module of
+    one imports any module of the other."""
+    def unit(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    folders: dict[str, set[str]] = {}
+    for source, targets in graph.items():
+        for target in targets:
+            if unit(source) != unit(target):
+                folders.setdefault(unit(source), set()).add(unit(target))
+    return folders
+
+
+def test_folder_graph_collapses_modules() -> None:
+    graph = {"orchestrator.a.x": {"orchestrator.b.y"}, "orchestrator.b.z": {"orchestrator.a.w", "orchestrator.b.y"}}
+    assert find_cycle(folder_graph(graph)) == ["orchestrator.a", "orchestrator.b", "orchestrator.a"]
+
+
+def test_no_two_way_ties_between_folders() -> None:
+    """A folder that imports another which imports it back is one folder in two places: what both need belongs in
+    a lower module (as `role_topology` for `validate` and `evaluation`)."""
+    cycle = find_cycle(folder_graph(import_graph()))
+    assert cycle is None, "folders tied both ways: " + " -> ".join(cycle or [])

@@ -13,10 +13,10 @@ from test_snapshot_record import FakePlaybooks
 
 from orchestrator import lifecycle, run_vars
 from orchestrator.cli import main
+from orchestrator.harness import record_check as chk
 from orchestrator.harness import replay as replay_module
 from orchestrator.harness.replay import ReplayRecord
 from orchestrator.runner import StepResult
-from orchestrator.snapshots import check as chk
 
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 

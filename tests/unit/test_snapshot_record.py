@@ -16,9 +16,9 @@ from orchestrator import lifecycle, store
 from orchestrator.catalog import find_scenario
 from orchestrator.cli import main
 from orchestrator.errors import OpsBenchError
+from orchestrator.harness import record as rec
 from orchestrator.progress import Progress
 from orchestrator.runner import StepResult
-from orchestrator.snapshots import record as rec
 
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 

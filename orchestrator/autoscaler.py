@@ -7,7 +7,7 @@ rule (`cost.recommend`, scale-down stabilisation `cost.stabilised`) and, when th
 tool gateway's own backend (`PodmanControl.scale`: extra instances labelled `opsbench.scaled`, listed in
 `env/config/scaled_targets.json`). A policy that does not parse is logged and the last good one kept.
 
-    python -m orchestrator.finops.autoscaler --run-dir DIR --run-id ID --prometheus URL [--once]
+    python -m orchestrator.autoscaler --run-dir DIR --run-id ID --prometheus URL [--once]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def log(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.finops.autoscaler")
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.autoscaler")
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--prometheus", required=True)

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import store
-from orchestrator.catalog import find_scenario
+from orchestrator.catalog import checked, find_scenario
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import close_host
 from orchestrator.harness.verify import environment_key
 from orchestrator.interrupts import Interrupts
 from orchestrator.lifecycle import Run
 from orchestrator.progress import Progress
-from orchestrator.spec import Scenario, spec_files
+from orchestrator.spec import Scenario, load_scenario, spec_files
 from orchestrator.trials import RECORD_FORWARD, recording_trial, trial_on
 
 RECORD = "record"
@@ -63,9 +63,7 @@ def not_replayable(scn: Scenario) -> str | None:
 
 def replayable_scenarios() -> list[Scenario]:
     """Every scenario `record --all` records: diagnosis-only scenarios of the local backend, validated."""
-    from orchestrator.spec import load_scenario
-
-    return [find_scenario(str(f)) for f in spec_files() if not_replayable(load_scenario(f)) is None]
+    return [checked(s) for s in map(load_scenario, spec_files()) if not_replayable(s) is None]
 
 
 def choose(ids: tuple[str, ...] | list[str], every: bool) -> list[Scenario]:
