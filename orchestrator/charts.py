@@ -112,14 +112,15 @@ def _legend_item_width(name: str) -> float:
     return 30 + CHAR_W * len(name)
 
 
-def _legend(series: Sequence[str], x0: float, y: float, width: float) -> tuple[list[str], float]:
+def _legend(series: Sequence[str], x0: float, y: float, width: float,
+            colors: Sequence[str] | None = None) -> tuple[list[str], float]:
     """Swatch + name per series, left to right, wrapping into rows `width` wide; returns (elements, height)."""
     out, x, rows = [], x0, 1
     for i, name in enumerate(series):
         item = _legend_item_width(name)
         if x > x0 and x + item - 20 > x0 + width:
             x, y, rows = x0, y + LEGEND_ROW, rows + 1
-        out.append(f'<rect x="{_a(x)}" y="{_a(y)}" width="10" height="10" fill="{color(i)}"/>'
+        out.append(f'<rect x="{_a(x)}" y="{_a(y)}" width="10" height="10" fill="{colors[i] if colors else color(i)}"/>'
                    f'<text x="{_a(x + 14)}" y="{_a(y + 9)}" {FONT}>{escape(name)}</text>')
         x += item
     return out, rows * LEGEND_ROW
@@ -131,11 +132,14 @@ def empty(name: str, title: str, message: str = "no trials recorded") -> str:
 
 def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str],
           values: Mapping[tuple[str, str], Value], kind: str = "number", max_value: float | None = None,
-          caption: str = "") -> str:
-    """Grouped horizontal bars: one group per category, one bar per series, whiskers at mean ± se. ``kind``:
-    the value axis (KINDS); ``max_value`` fixes its end; ``caption`` is written under it."""
+          caption: str = "", colors: Mapping[str, str] | None = None) -> str:
+    """Grouped horizontal bars: one group per category, one bar per series that has a value there (a category
+    with none reads n/a), whiskers at mean ± se. ``kind``: the value axis (KINDS); ``max_value`` fixes its end;
+    ``caption`` is written under it; ``colors``: a series' colour (the same agent in the same colour in every
+    chart), else the palette in order."""
     if not categories or not series:
         return empty(name, title)
+    fill = [(colors or {}).get(ser) or color(i) for i, ser in enumerate(series)]
     top = max(((v[0] or 0.0) + (v[1] or 0.0) for v in values.values()), default=0.0)
     scale_axis = axis(top, kind, max_value)
     vmax, label = scale_axis.vmax, scale_axis.label
@@ -144,14 +148,17 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
     width = max(left + plot_w + 80, 12 + widest + 10)
     # The legend lines up with the plot when its longest name fits there, else it starts at the left edge.
     legend_x = left if left + widest <= width - 10 else 12.0
-    body, legend_rows_h = _legend(series, legend_x, 6, width - legend_x - 10)
-    group_h = len(series) * (bar_h + 2) + 12
+    body, legend_rows_h = _legend(series, legend_x, 6, width - legend_x - 10, fill)
+    shown = {cat: [si for si, ser in enumerate(series) if values.get((cat, ser), (None, None))[0] is not None]
+             for cat in categories}
+    group_h = {cat: max(1, len(shown[cat])) * (bar_h + 2) + 12 for cat in categories}
+    plot_h = sum(group_h.values())
     # A plot taller than a window repeats its scale above the bars, where the reader starts.
-    scale_on_top = group_h * len(categories) > TALL
+    scale_on_top = plot_h > TALL
     legend_h = legend_rows_h + 10 + (16 if scale_on_top else 0)
-    height = legend_h + group_h * len(categories) + 36
+    height = legend_h + plot_h + 36
     scale = plot_w / vmax
-    plot_bottom = legend_h + group_h * len(categories)
+    plot_bottom = legend_h + plot_h
     for tick, text in scale_axis.ticks:
         x = left + tick * scale
         body.append(f'<line x1="{_a(x)}" y1="{_a(legend_h)}" x2="{_a(x)}" y2="{_a(plot_bottom)}" stroke="#ddd"/>'
@@ -162,19 +169,21 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
                         f"{escape(text)}</text>")
     body.append(f'<text x="{_a(left + plot_w / 2)}" y="{_a(height - 4)}" {FONT} text-anchor="middle">'
                 f"{escape(caption)}</text>")
-    for ci, cat in enumerate(categories):
-        y0 = legend_h + ci * group_h + 6
-        body.append(f'<text x="{_a(left - 6)}" y="{_a(y0 + group_h / 2 - 4)}" {FONT} text-anchor="end">'
+    y0 = legend_h + 6
+    for cat in categories:
+        body.append(f'<text x="{_a(left - 6)}" y="{_a(y0 + group_h[cat] / 2 - 4)}" {FONT} text-anchor="end">'
                     f"{escape(cat)}</text>")
-        for si, ser in enumerate(series):
-            mean, se = values.get((cat, ser), (None, None))
-            y = y0 + si * (bar_h + 2)
-            if mean is None:
-                body.append(f'<text x="{_a(left + 4)}" y="{_a(y + 11)}" {FONT} fill="#999">n/a</text>')
+        if not shown[cat]:
+            body.append(f'<text x="{_a(left + 4)}" y="{_a(y0 + 11)}" {FONT} fill="#999">n/a</text>')
+        for row, si in enumerate(shown[cat]):
+            ser = series[si]
+            mean, se = values[cat, ser]
+            if mean is None:  # not in `shown`
                 continue
+            y = y0 + row * (bar_h + 2)
             w = max(mean * scale, 0.0)
             body.append(f'<rect class="bar" x="{_a(left)}" y="{_a(y)}" width="{_a(w)}" height="{_a(bar_h)}" '
-                        f'fill="{color(si)}"><title>{escape(f"{cat} / {ser}: {label(mean)}")}</title></rect>')
+                        f'fill="{fill[si]}"><title>{escape(f"{cat} / {ser}: {label(mean)}")}</title></rect>')
             end = w
             if se:
                 lo, hi = left + max(mean - se, 0.0) * scale, left + min(mean + se, vmax) * scale
@@ -183,6 +192,7 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
                             f'stroke="#333"/>')
                 end = max(end, hi - left)
             body.append(f'<text x="{_a(left + end + 4)}" y="{_a(y + 11)}" {FONT}>{escape(label(mean))}</text>')
+        y0 += group_h[cat]
     return _svg(name, title, width, height, body)
 
 

@@ -18,6 +18,7 @@ With no trial at all, the report says which commands record some. The numbers ar
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,16 +44,17 @@ nav{font-size:.9em;line-height:1.6}nav a{white-space:nowrap;margin-right:.8em}
 table{border-collapse:separate;border-spacing:0;font-size:.9em}
 th,td{border:solid #ddd;border-width:0 1px 1px 0;padding:3px 6px;text-align:right;vertical-align:top}
 th{border-top-width:1px;background:#f4f4f4;position:sticky;top:0;z-index:1;vertical-align:bottom;
- font-weight:600;min-width:3.5em}
+ font-weight:600;min-width:2.5em}
 th:first-child,td:first-child{border-left-width:1px}
 td:first-child{position:sticky;left:0;background:#fff}
 th:first-child{left:0;z-index:2}
-.l{text-align:left;overflow-wrap:anywhere;min-width:7em}
+.l{text-align:left;overflow-wrap:break-word;min-width:6em}
 .pm{white-space:nowrap;color:#555}
 .note{color:#555;font-size:.9em}svg.chart{display:block;margin:.5em 0;max-width:100%;height:auto}
 details{margin:.5em 0 1em}summary{cursor:pointer;color:#333}
-.empty{border:1px solid #ccc;background:#fafafa;padding:.5em 1.5em 1em;max-width:60em}
-pre{background:#f4f4f4;padding:.8em 1em;overflow-x:auto;line-height:1.5}
+.empty{border:1px solid #ccc;background:#fafafa;padding:.5em 1.5em 1em;max-width:60em}.empty h2{margin-top:.5em}
+.empty code{white-space:nowrap}.empty pre code{white-space:pre}
+pre{background:#f4f4f4;padding:.8em 1em;overflow-x:auto;line-height:1.5}.comment{color:#666}
 code{font-family:monospace;font-size:.95em}
 @media print{.wide{max-height:none;overflow:visible}}
 """
@@ -73,7 +75,9 @@ def _domain_order(name: str) -> tuple[int, str]:
 # -- tables and sections ------------------------------------------------------------------------
 def _cell(tag: str, text_column: bool, value: Any) -> str:
     text = escape(str(value))
-    if " ± " in text:  # the standard error may go to a second line when the table is short of room
+    if text_column:  # long ids and agent labels may break after . _ / : (a scenario id breaks after its hyphens)
+        text = re.sub(r"([._/:])(?=\w)", r"\1<wbr>", text)
+    elif " ± " in text:  # the standard error may go to a second line when the table is short of room
         mean, se = text.split(" ± ", 1)
         text = f'{mean} <span class="pm">± {se}</span>'
     cls = ' class="l"' if text_column else ""
@@ -119,13 +123,13 @@ def _leaderboard(board: list[dict[str, Any]], k: int) -> str:
                     "(errors, interruptions, faults that did not manifest) are not trials.", chart, table)
 
 
-def _by_domain(trials: list[Trial], k: int, agents: list[str]) -> str:
+def _by_domain(trials: list[Trial], k: int, agents: list[str], colors: dict[str, str]) -> str:
     groups = sorted({domain(t) for t in trials}, key=_domain_order)
     rows = [{**r, "domain": d} for d in groups for r in results.leaderboard([t for t in trials if domain(t) == d], k)]
     rows.sort(key=lambda r: (agents.index(r["agent"]), _domain_order(r["domain"])))
     chart = charts.hbars("domains", f"{_k(k)} per domain", groups, agents,
                          {(r["domain"], r["agent"]): (r["pass_at_k"], r["pass_at_k_se"]) for r in rows},
-                         kind="percent", max_value=1.0, caption=f"{_k(k)} (± standard error)")
+                         kind="percent", max_value=1.0, caption=f"{_k(k)} (± standard error)", colors=colors)
     table = _table(["Agent", "Domain", "Scenarios", "Trials", f"{_k(k)} (%)", "No submission (%)", "Malformed (%)",
                     "Excluded runs"],
                    [[r["agent"], r["domain"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
@@ -135,10 +139,11 @@ def _by_domain(trials: list[Trial], k: int, agents: list[str]) -> str:
                     "scenarios of critical user journeys, checked in a browser).", chart, table)
 
 
-def _per_scenario(rows: list[dict[str, Any]], agents: list[str], scenarios: list[str]) -> str:
+def _per_scenario(rows: list[dict[str, Any]], agents: list[str], scenarios: list[str], colors: dict[str, str]) -> str:
     chart = charts.hbars("pass-rate", "pass rate per scenario", scenarios, agents,
                          {(r["scenario"], r["agent"]): (r["pass_rate"], r["pass_rate_se"]) for r in rows},
-                         kind="percent", max_value=1.0, caption="passing trials / trials (± standard error)")
+                         kind="percent", max_value=1.0, caption="passing trials / trials (± standard error)",
+                         colors=colors)
     table = _table(
         ["Scenario", "Agent", "Level", "Traces", "n", "c", "Wrong", "No submission", "Malformed", "Excluded",
          "pass@1 (%)", "pass@n", "FL (NTAM)", "FPC (NTAM)"],
@@ -151,12 +156,13 @@ def _per_scenario(rows: list[dict[str, Any]], agents: list[str], scenarios: list
                     chart, table)
 
 
-def _breakdown(trials: list[Trial], dimension: str, title: str, k: int, agents: list[str], note: str) -> str:
+def _breakdown(trials: list[Trial], dimension: str, title: str, k: int, agents: list[str], note: str,
+               colors: dict[str, str]) -> str:
     rows = results.breakdown(trials, dimension, k)
     groups = sorted({r["group"] for r in rows}, key=lambda g: results.group_order(dimension, g))
     chart = charts.hbars(dimension, f"{_k(k)} by {dimension}", groups, [a for a in agents if any(
         r["agent"] == a for r in rows)], {(r["group"], r["agent"]): (r["pass_at_k"], r["pass_at_k_se"]) for r in rows},
-        kind="percent", max_value=1.0, caption=f"{_k(k)} (± standard error)")
+        kind="percent", max_value=1.0, caption=f"{_k(k)} (± standard error)", colors=colors)
     table = _table(["Agent", dimension.capitalize(), "Scenarios", "Trials", f"{_k(k)} (%)", "FL (NTAM)",
                     "FPC (NTAM)", "MTTD (s)"],
                    [[r["agent"], r["group"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
@@ -177,10 +183,10 @@ def _ntam(trials: list[Trial]) -> str:
                     "score 0).", chart)
 
 
-def _agent_time(rows: list[dict[str, Any]], agents: list[str], scenarios: list[str]) -> str:
+def _agent_time(rows: list[dict[str, Any]], agents: list[str], scenarios: list[str], colors: dict[str, str]) -> str:
     chart = charts.hbars("agent-time", "agent time per scenario", scenarios, agents,
                          {(r["scenario"], r["agent"]): (r["agent_time"], r["agent_time_se"]) for r in rows},
-                         kind="seconds", caption="time in the agent phase (mean ± standard error)")
+                         kind="seconds", caption="time in the agent phase (mean ± standard error)", colors=colors)
     table = _table(["Scenario", "Agent", "Agent time (s)", "MTTD (s), correct trials", "MTTR (s), passing trials"],
                    [[r["scenario"], r["agent"], pm(r["agent_time"], r["agent_time_se"], digits=1),
                      pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1)] for r in rows],
@@ -323,7 +329,7 @@ def _metric_cells(trials: Sequence[Trial], metrics: list[Metric]) -> tuple[list[
     return cells, means
 
 
-def _domain(spec: Domain, trials: list[Trial], agents: list[str]) -> str:
+def _domain(spec: Domain, trials: list[Trial], agents: list[str], colors: dict[str, str]) -> str:
     metrics = spec.metrics(trials)
     by_agent = {a: [t for t in trials if t.agent == a] for a in agents}
     by_agent = {a: ts for a, ts in by_agent.items() if ts}
@@ -338,7 +344,7 @@ def _domain(spec: Domain, trials: list[Trial], agents: list[str]) -> str:
     charted = [m.header for m in metrics if m.chart]
     headers = [f"{m.header} (%)" if m.kind == "percent" else m.header for m in metrics]
     chart = charts.hbars(spec.sid, spec.chart_title, charted, list(by_agent), values, kind="percent", max_value=1.0,
-                         caption="mean over trials (± standard error)")
+                         caption="mean over trials (± standard error)", colors=colors)
     table = _table(["Agent", "Scenarios", "Trials", *headers, "No submission (%)", "Malformed (%)"], rows)
     pairs: dict[tuple[str, str], list[Trial]] = {}
     for t in trials:
@@ -354,7 +360,7 @@ def _domain(spec: Domain, trials: list[Trial], agents: list[str]) -> str:
 # -- the page ------------------------------------------------------------------------------------
 EMPTY_COMMANDS = (
     ("opsbench list", "the scenarios, with their domain (SRE, CISO, FinOps, DevOps)"),
-    ("opsbench run <scenario>", "one trial, with the scenario's baseline agent"),
+    ("opsbench run <scenario>", "one trial, with the default (baseline) agent"),
     ('opsbench run <scenario> --agent "<command>"', "one trial of your agent"),
     ('opsbench campaign <scenario>... --agent "<command>" --trials 3', "scenarios x agents x trials"),
     ('opsbench replay <snapshot>... --agent "<command>"', "trials on recorded (frozen) incidents"),
@@ -363,17 +369,16 @@ EMPTY_COMMANDS = (
 
 
 def _empty(harness_left_out: int) -> str:
-    width = max(len(c) for c, _ in EMPTY_COMMANDS)
-    commands = "\n".join(f"{escape(c.ljust(width))}  # {escape(why)}" for c, why in EMPTY_COMMANDS)
+    commands = "\n\n".join(f'<span class="comment"># {escape(why)}</span>\n{escape(c)}' for c, why in EMPTY_COMMANDS)
     left_out = (f"<p>{harness_left_out} harness run(s) (the no-op agent of <code>opsbench bench</code>) were left "
                 "out: <code>opsbench report --include-harness</code> shows them.</p>" if harness_left_out else "")
     return ('<section id="no-runs" class="empty"><h2>No runs to report yet</h2>'
             "<p>The report is drawn from the runs recorded in the state dir (<code>$OPSBENCH_HOME</code>, by default "
             "<code>.opsbench</code> in the checkout), and it holds no agent trial. Record some, then write the report "
             f"again:</p><pre><code>{commands}</code></pre>"
-            "<p>For example <code>opsbench run shop-cart-down</code> (an SRE incident on the local backend, a few "
-            "minutes). If you gave <code>--agent</code>, <code>--scenario</code> or <code>--since</code>, no run "
-            "matched them: <code>opsbench runs</code> lists what is recorded.</p>" + left_out + "</section>")
+            "<p>For example <code>opsbench run shop-cart-down</code> (an SRE incident on the local backend, no "
+            "cluster needed). If you gave <code>--agent</code>, <code>--scenario</code> or <code>--since</code>, "
+            "no run matched them: <code>opsbench runs</code> lists what is recorded.</p>" + left_out + "</section>")
 
 
 TITLES = {"leaderboard": "Leaderboard", "domains": "Per domain", "pass-rate": "Per scenario",
@@ -388,24 +393,25 @@ def _sections(trials: list[Trial], k: int) -> list[tuple[str, str]]:
     agents = [r["agent"] for r in board]
     scenarios = sorted({r["scenario"] for r in rows})
     present = sorted({domain(t) for t in trials}, key=_domain_order)
+    colors = {a: charts.color(i) for i, a in enumerate(agents)}  # an agent keeps its colour in every chart
     out = [("leaderboard", _leaderboard(board, k))]
     if len(present) > 1:
-        out.append(("domains", _by_domain(trials, k, agents)))
-    out += [("pass-rate", _per_scenario(rows, agents, scenarios)),
+        out.append(("domains", _by_domain(trials, k, agents, colors)))
+    out += [("pass-rate", _per_scenario(rows, agents, scenarios, colors)),
             ("complexity", _breakdown(trials, "complexity", "Breakdown by complexity", k, agents,
-                                      f"ITBench Table 18: {_k(k)} per complexity level, every domain."))]
+                                      f"ITBench Table 18: {_k(k)} per complexity level, every domain.", colors))]
     sre = [t for t in trials if domain(t) == "SRE"]
     if sre:
         sre_rows = results.scenario_results(sre)
         sre_agents = [a for a in agents if any(t.agent == a for t in sre)]
         out += [("ntam", _ntam(sre)),
-                ("agent-time", _agent_time(sre_rows, sre_agents, sorted({r["scenario"] for r in sre_rows}))),
+                ("agent-time", _agent_time(sre_rows, sre_agents, sorted({r["scenario"] for r in sre_rows}), colors)),
                 ("traces", _breakdown(sre, "traces", "SRE: breakdown by observability (traces)", k, sre_agents,
-                                      f"ITBench Tables 20-21: {_k(k)} of SRE trials with traces on and off."))]
+                                      f"ITBench Tables 20-21: {_k(k)} of SRE trials with traces on and off.", colors))]
     for name, spec in DOMAIN_SECTIONS.items():
         of_domain = [t for t in trials if domain(t) == name]
         if of_domain:
-            out.append((spec.sid, _domain(spec, of_domain, agents)))
+            out.append((spec.sid, _domain(spec, of_domain, agents, colors)))
     return out
 
 
