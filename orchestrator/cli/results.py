@@ -11,6 +11,41 @@ import click
 from orchestrator.cli.common import DATE, emit_json
 
 
+def writable(out: Path, option: str) -> Path:
+    """`out` with its missing folders made (as `report --out` and every `--csv` do alike); a path that cannot be
+    written is a usage error naming the option and the path, never a traceback."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot create the folder {out.parent}: {exc.strerror}", param_hint=option) from exc
+    if out.is_dir():
+        raise click.BadParameter(f"{out} is a folder; give a file name", param_hint=option)
+    return out
+
+
+def nothing_matches(agent: str | None, scenario: str | None, since: Any, include_harness: bool) -> str:
+    """What to say when no trial is selected: "no runs recorded" only when there are none at all; with filters, that
+    none matches them, and how many runs there are."""
+    from orchestrator import results as res
+
+    filters = [f"--{name} {value}" for name, value in (("agent", agent), ("scenario", scenario), ("since", since))
+               if value is not None]
+    every = len(res.load(include_harness=include_harness).trials) if filters else 0
+    if not every:
+        return "no runs recorded (see `opsbench run`)"
+    return (f"no runs match {' '.join(filters)} ({every} run{'s' if every != 1 else ''} recorded; "
+            "`opsbench leaderboard` lists the agents, `opsbench runs` the runs)")
+
+
+def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
+    from orchestrator import results as res
+
+    try:
+        res.write_csv(rows, out)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {out}: {exc.strerror}", param_hint="--csv") from exc
+
+
 @click.command()
 @click.option("--agent", help="Only this agent (display name, name, model or exact command).")
 @click.option("--scenario", help="Only runs of this scenario.")
@@ -29,13 +64,13 @@ def results(agent: str | None, scenario: str | None, since: Any, as_json: bool, 
     trials = loaded.trials
     rows = res.scenario_results(trials)
     if csv_file:
-        res.write_csv(rows, csv_file)
+        write_rows(rows, writable(csv_file, "--csv"))
     if as_json:
         emit_json({"scenarios": rows, "breakdowns": res.breakdowns(trials),
                    "harness_runs_left_out": loaded.harness_left_out})
         return
     if not trials:
-        click.echo("no runs recorded (see `opsbench run`)")
+        click.echo(nothing_matches(agent, scenario, since, include_harness))
     else:
         click.echo(res.render_results(rows))
         for dimension in ("complexity", "traces"):
@@ -59,7 +94,7 @@ def leaderboard(k: int, as_json: bool, csv_file: Path | None, include_harness: b
     loaded = res.load(include_harness=include_harness)
     rows = res.leaderboard(loaded.trials, k)
     if csv_file:
-        res.write_csv(rows, csv_file)
+        write_rows(rows, writable(csv_file, "--csv"))
     if as_json:
         emit_json({"agents": rows, "harness_runs_left_out": loaded.harness_left_out})
         return
@@ -82,7 +117,10 @@ def report(out: Path, k: int, agent: str | None, scenario: str | None, since: An
     from orchestrator import results as res
 
     loaded = res.load(agent, scenario, since.timestamp() if since else None, include_harness)
-    rep.write(out, loaded.trials, k, loaded.harness_left_out)
+    try:
+        rep.write(writable(out, "--out"), loaded.trials, k, loaded.harness_left_out)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {out}: {exc.strerror}", param_hint="--out") from exc
     click.echo(f"wrote {out} ({len(loaded.trials)} run(s))")
     if loaded.harness_left_out:
         click.echo(loaded.left_out_note())
