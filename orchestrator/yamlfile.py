@@ -17,11 +17,15 @@ from orchestrator.errors import Problem, SpecInvalid
 def read_yaml(path: Path) -> Any:
     """Parse one YAML file; a syntax error becomes a SpecInvalid naming file and line."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecInvalid([Problem(str(path), "$", f"cannot read file: {exc.strerror}")]) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecInvalid([Problem(str(path), f"byte {exc.start}", "not UTF-8 text: save the file as UTF-8")]) from exc
     try:
         return yaml.safe_load(text)
+    except RecursionError as exc:
+        raise SpecInvalid([Problem(str(path), "$", "nested too deeply to read (thousands of levels)")]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "$"

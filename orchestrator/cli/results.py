@@ -144,11 +144,13 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
     from orchestrator.evaluation.offline import render_scores, score_files
 
     result = score_files(gt_path, output_path, topo_path, traj_path, judge)
+    for warning in result.get("warnings", []) if not as_json else []:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         emit_json(result)
         return
     if result:
-        click.echo(render_scores(result))
+        click.echo(render_scores({k: v for k, v in result.items() if k != "warnings"}))
 
 
 COMMANDS = (results, leaderboard, report, score)

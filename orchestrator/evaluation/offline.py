@@ -9,9 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from orchestrator.errors import OpsBenchError
+from orchestrator.errors import OpsBenchError, SpecInvalid
 from orchestrator.evaluation.diagnosis import score_diagnosis
 from orchestrator.role_topology import load_topology
 from orchestrator.schemacheck import schema_problems
@@ -23,8 +21,14 @@ def topology_for(gt_path: Path, topo_path: Path | None) -> dict[str, Any]:
     the environment of the scenario beside the ground truth."""
     topology: Any = None
     if topo_path is not None:
-        loaded = yaml.safe_load(topo_path.read_text())
+        try:
+            loaded = read_yaml(topo_path)  # JSON is YAML: a run's environment.json reads the same way
+        except SpecInvalid as exc:
+            raise OpsBenchError(f"--topology: {exc.problems[0]}") from exc
         topology = loaded.get("topology", loaded) if isinstance(loaded, dict) else None
+        if not isinstance(topology, dict) or "entities" not in topology:
+            raise OpsBenchError(f"--topology: {topo_path} has no 'entities' (give a topology.yml or a run's "
+                                "environment.json)")
     else:
         spec_file = gt_path.parent / "scenario.yaml"
         if spec_file.is_file():
@@ -45,6 +49,8 @@ def score_files(gt_path: Path, output_path: Path, topo_path: Path | None = None,
         raise OpsBenchError("invalid ground truth: " + "; ".join(map(str, problems)))
     topology = topology_for(gt_path, topo_path)
     result = score_diagnosis(output_path, truth, topology)
+    if unknown := unknown_fields(output_path):
+        result["warnings"] = unknown
     if traj_path is not None:
         from orchestrator.evaluation.process import score_process
         result["process"] = score_process(traj_path, output_path, truth)
@@ -62,6 +68,30 @@ def score_files(gt_path: Path, output_path: Path, topo_path: Path | None = None,
             output = None
         result["judge"] = llm_judge.judge_diagnosis(output, truth, config)
     return result
+
+
+def unknown_fields(output_path: Path) -> list[str]:
+    """Fields of the diagnosis in `output_path` that its schema does not define, so they scored nothing: one line
+    each (`rootCause` where `root_cause` was meant). Empty when the file is absent or no JSON object."""
+    from orchestrator import paths
+
+    try:
+        output = json.loads(output_path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not isinstance(output, dict):
+        return []
+    schema = json.loads((paths.SCHEMAS_DIR / "diagnosis_output.schema.json").read_text())
+    known = schema["properties"]
+    found = [f"unknown field '{k}' (not scored; the diagnosis output's fields are {', '.join(known)})"
+             for k in output if k not in known]
+    for key, prop in known.items():
+        item_fields = prop.get("items", {}).get("properties") if prop.get("type") == "array" else None
+        if item_fields and isinstance(output.get(key), list):
+            for i, item in enumerate(output[key]):
+                found += [f"unknown field '{key}[{i}].{k}' (not scored; an item's fields are {', '.join(item_fields)})"
+                          for k in (item if isinstance(item, dict) else {}) if k not in item_fields]
+    return found
 
 
 def render_scores(result: dict[str, Any]) -> str:

@@ -42,3 +42,30 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error(tmp_path: Path, 
     out = CliRunner().invoke(main, [*command, str(blocker / "inside" / "x.out")])
     assert out.exit_code == 2, out.output
     assert command[1] in out.output and str(blocker) in out.output and "Traceback" not in out.output
+
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenario_specs" / "loopweb-web-down"
+
+
+def test_score_warns_on_fields_it_does_not_score(tmp_path: Path) -> None:
+    output = tmp_path / "out.json"
+    output.write_text('{"entities": [{"id": "x", "rootCause": true}], "rootCause": "x"}')
+    out = CliRunner().invoke(main, ["score", "--ground-truth", str(SCENARIO / "ground_truth.yaml"),
+                                    "--output", str(output)])
+    assert out.exit_code == 0, out.output
+    assert "warning: unknown field 'rootCause'" in out.output
+    assert "unknown field 'entities[0].rootCause'" in out.output
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage", b"[" * 5000 + b"]" * 5000, b"just: [a, list",
+                                     b"- not\n- a topology\n"])
+def test_score_with_a_bad_topology_file_names_it(tmp_path: Path, content: bytes) -> None:
+    topology = tmp_path / "topo.yml"
+    topology.write_bytes(content)
+    output = tmp_path / "out.json"
+    output.write_text("{}")
+    out = CliRunner().invoke(main, ["score", "--ground-truth", str(SCENARIO / "ground_truth.yaml"),
+                                    "--output", str(output), "--topology", str(topology)])
+    assert out.exit_code == 2, out.output
+    assert "--topology" in out.output and str(topology) in out.output and "Traceback" not in out.output
+    assert out.exception is None or isinstance(out.exception, SystemExit)
