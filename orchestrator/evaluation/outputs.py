@@ -17,7 +17,7 @@ import jsonschema
 from orchestrator.schemacheck import load_schema
 
 # Task kind (scenario spec `tasks[].kind`) -> output schema (orchestrator/schemas/<name>.schema.json).
-# fix and write-tests (DevOps) are validated here; their evaluators come later (issue 21).
+# fix and write-tests (DevOps) are validated here (their evaluator is evaluate_workspace).
 SCHEMAS = {"diagnose": "diagnosis_output", "mitigate": "mitigation_output",
            "assess": "ciso_output", "analyze": "finops_output",
            "fix": "fix_output", "write-tests": "tests_output"}

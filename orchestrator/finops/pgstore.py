@@ -1,4 +1,4 @@
-"""PostgreSQL as the billing store (the option of issue 8, part 2): load a generated dataset, query it read-only.
+"""PostgreSQL as the billing store (the alternative to DuckDB): load a generated dataset, query it read-only.
 
 The environment role (`env_finops_data` with `store: postgres`) runs PostgreSQL in a container and calls `load`: the
 table is copied from the generated DuckDB file into `billing` with the same columns, **unquoted** (PostgreSQL folds

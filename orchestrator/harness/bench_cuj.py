@@ -1,4 +1,4 @@
-"""Benchmark browser evidence (issue 20): one CUJ run's time and capture size, the capture per scenario, and what the
+"""Benchmark browser evidence: one CUJ run's time and capture size, the capture per scenario, and what the
 journeys add to a trial.
 
 On one deployed shop (the harness's own run, purpose ``bench``):

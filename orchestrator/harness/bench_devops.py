@@ -1,4 +1,4 @@
-"""Benchmark the DevOps tasks (issue 21): how fast a workspace starts, how long a trial of each family takes, and
+"""Benchmark the DevOps tasks: how fast a workspace starts, how long a trial of each family takes, and
 the baseline agents' pass@1 per family.
 
 1. ``repeats`` times: deploy a workspace and tear it down (the harness's own runs, purpose ``bench``): the deploy
