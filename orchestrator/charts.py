@@ -184,6 +184,9 @@ def hbars(name: str, title: str, categories: Sequence[str], series: Sequence[str
             w = max(mean * scale, 0.0)
             body.append(f'<rect class="bar" x="{_a(left)}" y="{_a(y)}" width="{_a(w)}" height="{_a(bar_h)}" '
                         f'fill="{fill[si]}"><title>{escape(f"{cat} / {ser}: {label(mean)}")}</title></rect>')
+            if w < 2:  # a zero (or nearly) still shows whose it is
+                body.append(f'<rect class="zero" x="{_a(left)}" y="{_a(y)}" width="2" height="{_a(bar_h)}" '
+                            f'fill="{fill[si]}"/>')
             end = w
             if se:
                 lo, hi = left + max(mean - se, 0.0) * scale, left + min(mean + se, vmax) * scale

@@ -157,17 +157,19 @@ def _per_scenario(rows: list[dict[str, Any]], agents: list[str], scenarios: list
 
 
 def _breakdown(trials: list[Trial], dimension: str, title: str, k: int, agents: list[str], note: str,
-               colors: dict[str, str]) -> str:
-    rows = results.breakdown(trials, dimension, k)
+               colors: dict[str, str], mttd: bool = True) -> str:
+    """pass@k per value of a dimension; ``mttd``: with the MTTD column (SRE trials only: over every domain, a
+    "correct trial's time to diagnosis" would mix assessments, analyses and fixes into it)."""
+    rows = sorted(results.breakdown(trials, dimension, k), key=lambda r: agents.index(r["agent"]))  # stable
     groups = sorted({r["group"] for r in rows}, key=lambda g: results.group_order(dimension, g))
     chart = charts.hbars(dimension, f"{_k(k)} by {dimension}", groups, [a for a in agents if any(
         r["agent"] == a for r in rows)], {(r["group"], r["agent"]): (r["pass_at_k"], r["pass_at_k_se"]) for r in rows},
         kind="percent", max_value=1.0, caption=f"{_k(k)} (± standard error)", colors=colors)
     table = _table(["Agent", dimension.capitalize(), "Scenarios", "Trials", f"{_k(k)} (%)", "FL (NTAM)",
-                    "FPC (NTAM)", "MTTD (s)"],
+                    "FPC (NTAM)", *(["MTTD (s)"] if mttd else [])],
                    [[r["agent"], r["group"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
                      pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]),
-                     pm(r["mttd"], r["mttd_se"], digits=1)] for r in rows], text_columns=2)
+                     *([pm(r["mttd"], r["mttd_se"], digits=1)] if mttd else [])] for r in rows], text_columns=2)
     return _section(dimension, title, note, chart, table)
 
 
@@ -399,7 +401,8 @@ def _sections(trials: list[Trial], k: int) -> list[tuple[str, str]]:
         out.append(("domains", _by_domain(trials, k, agents, colors)))
     out += [("pass-rate", _per_scenario(rows, agents, scenarios, colors)),
             ("complexity", _breakdown(trials, "complexity", "Breakdown by complexity", k, agents,
-                                      f"ITBench Table 18: {_k(k)} per complexity level, every domain.", colors))]
+                                      f"ITBench Table 18: {_k(k)} per complexity level, every domain.", colors,
+                                      mttd=len(present) == 1 and present[0] == "SRE"))]
     sre = [t for t in trials if domain(t) == "SRE"]
     if sre:
         sre_rows = results.scenario_results(sre)

@@ -153,3 +153,10 @@ def test_an_agent_keeps_its_colour_across_sections() -> None:
                  for r in svg.iter(f"{SVG}rect") if r.attrib.get("class") == "bar"}
         assert len(fills) == agents and fills["llm-agent (gpt-4o)"] == charts.color(1), chart
         assert fills.get(LABEL_A, charts.color(0)) == charts.color(0), chart
+
+
+def test_a_zero_bar_still_shows_whose_it_is() -> None:
+    svg = ET.fromstring(charts.hbars("t", "t", ["a"], ["x", "y"], {("a", "x"): (0.0, None), ("a", "y"): (0.5, None)},
+                                     kind="percent", max_value=1.0, colors={"x": "#111111", "y": "#222222"}))
+    zero = [r.attrib["fill"] for r in svg.iter(f"{SVG}rect") if r.attrib.get("class") == "zero"]
+    assert zero == ["#111111"]  # x's 0 %, in x's colour; y's bar needs no marker

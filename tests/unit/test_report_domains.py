@@ -289,3 +289,12 @@ def test_write_creates_the_file(tmp_path: Path) -> None:
     populate_domains(("CISO",))
     out = report.write(tmp_path / "a" / "r.html", results.load_trials())
     assert "<section id=\"ciso\">" in out.read_text()
+
+
+def test_mttd_by_complexity_only_over_sre_alone() -> None:
+    populate()
+    assert "MTTD (s)" in _rows(_section(report.render(results.load_trials()), "complexity"))["Agent"]
+    populate_domains(("CISO",))  # a CISO trial's time is no time to diagnosis
+    html = report.render(results.load_trials())
+    assert "MTTD (s)" not in _rows(_section(html, "complexity"))["Agent"]
+    assert "MTTD (s)" in _rows(_section(html, "traces"))["Agent"]  # the SRE trials' breakdown keeps it
