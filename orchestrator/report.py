@@ -370,17 +370,25 @@ EMPTY_COMMANDS = (
 )
 
 
-def _empty(harness_left_out: int) -> str:
+def _empty(harness_left_out: int, filters: Sequence[str]) -> str:
     commands = "\n\n".join(f'<span class="comment"># {escape(why)}</span>\n{escape(c)}' for c, why in EMPTY_COMMANDS)
     left_out = (f"<p>{harness_left_out} harness run(s) (the no-op agent of <code>opsbench bench</code>) were left "
                 "out: <code>opsbench report --include-harness</code> shows them.</p>" if harness_left_out else "")
-    return ('<section id="no-runs" class="empty"><h2>No runs to report yet</h2>'
-            "<p>The report is drawn from the runs recorded in the state dir (<code>$OPSBENCH_HOME</code>, by default "
-            "<code>.opsbench</code> in the checkout), and it holds no agent trial. Record some, then write the report "
-            f"again:</p><pre><code>{commands}</code></pre>"
+    if filters:
+        given = " ".join(f"<code>{escape(f)}</code>" for f in filters)
+        why = (f"<p>No recorded run matches {given}: <code>opsbench runs</code> lists the runs recorded, "
+               "<code>opsbench leaderboard</code> the agents. To record more:</p>")
+    else:
+        why = ("<p>The report is drawn from the runs recorded in the state dir (<code>$OPSBENCH_HOME</code>, by "
+               "default <code>.opsbench</code> in the checkout), and it holds no agent trial. Record some, then write "
+               "the report again:</p>")
+    return ('<section id="no-runs" class="empty"><h2>No runs to report yet</h2>' + why
+            + f"<pre><code>{commands}</code></pre>"
             "<p>For example <code>opsbench run shop-cart-down</code> (an SRE incident on the local backend, no "
-            "cluster needed). If you gave <code>--agent</code>, <code>--scenario</code> or <code>--since</code>, "
-            "no run matched them: <code>opsbench runs</code> lists what is recorded.</p>" + left_out + "</section>")
+            "cluster needed)."
+            + ("" if filters else " If you gave <code>--agent</code>, <code>--scenario</code> or <code>--since</code>, "
+               "no run matched them: <code>opsbench runs</code> lists what is recorded.")
+            + "</p>" + left_out + "</section>")
 
 
 TITLES = {"leaderboard": "Leaderboard", "domains": "Per domain", "pass-rate": "Per scenario",
@@ -418,16 +426,18 @@ def _sections(trials: list[Trial], k: int) -> list[tuple[str, str]]:
     return out
 
 
-def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", harness_left_out: int = 0) -> str:
-    """The whole report as one HTML document; `harness_left_out`: the harness's own runs not shown (results.load)."""
+def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", harness_left_out: int = 0,
+           filters: Sequence[str] = ()) -> str:
+    """The whole report as one HTML document; `harness_left_out`: the harness's own runs not shown (results.load);
+    `filters`: the selection the trials come from, as options (``--agent X``), named when it selects nothing."""
     counted = sum(t.counted for t in trials)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     head = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1"/><title>{escape(title)}</title>'
             f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>")
     if not trials:
-        return (head + f'<p class="note">Generated {escape(generated)}: no runs.</p>' + _empty(harness_left_out)
-                + "</body></html>\n")
+        return (head + f'<p class="note">Generated {escape(generated)}: no runs.</p>'
+                + _empty(harness_left_out, filters) + "</body></html>\n")
     sections = _sections(trials, k)
     per_domain = {d: sum(domain(t) == d for t in trials) for d in sorted({domain(t) for t in trials},
                                                                           key=_domain_order)}
@@ -445,7 +455,7 @@ def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", har
             + f"<nav>{nav}</nav>" + "".join(html for _, html in sections) + "</body></html>\n")
 
 
-def write(out: Path, trials: list[Trial], k: int = 1, harness_left_out: int = 0) -> Path:
+def write(out: Path, trials: list[Trial], k: int = 1, harness_left_out: int = 0, filters: Sequence[str] = ()) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(trials, k, harness_left_out=harness_left_out))
+    out.write_text(render(trials, k, harness_left_out=harness_left_out, filters=filters))
     return out

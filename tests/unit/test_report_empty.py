@@ -94,3 +94,10 @@ def test_only_harness_runs_is_an_empty_report_that_says_so(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     text = _text(out.read_text())
     assert "No runs to report yet" in text and "12 harness run(s)" in text
+
+
+def test_a_selection_that_matches_nothing_is_named() -> None:
+    text = _text(report.render([], filters=["--agent nobody", "--since 2100-01-01"]))
+    assert "No recorded run matches --agent nobody --since 2100-01-01" in text
+    assert "opsbench runs" in text and "opsbench run <scenario>" in text  # and what to run, still
+    assert "If you gave" not in text
