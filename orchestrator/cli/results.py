@@ -118,7 +118,9 @@ def report(out: Path, k: int, agent: str | None, scenario: str | None, since: An
 
     loaded = res.load(agent, scenario, since.timestamp() if since else None, include_harness)
     try:
-        rep.write(writable(out, "--out"), loaded.trials, k, loaded.harness_left_out)
+        filters = [f"--{name} {value}" for name, value in (("agent", agent), ("scenario", scenario), ("since", since))
+                   if value is not None]
+        rep.write(writable(out, "--out"), loaded.trials, k, loaded.harness_left_out, filters)
     except OSError as exc:
         raise click.BadParameter(f"cannot write {out}: {exc.strerror}", param_hint="--out") from exc
     click.echo(f"wrote {out} ({len(loaded.trials)} run(s))")
