@@ -9,6 +9,7 @@ class is one of the DevOps classes: the schema checks that.)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from orchestrator.role_topology import load_topology
 from orchestrator.schemacheck import json_path, schema_problems
 from orchestrator.spec import Scenario, spec_files
 from orchestrator.yamlfile import read_yaml
+
+GENERATED_ID = re.compile(r"inc-[0-9a-f]{12}")
 
 
 def load_registry() -> dict[str, Any]:
@@ -81,6 +84,9 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
     out += [Problem(f, "$.tasks", msg) for msg in shared_output_conflicts([t["kind"] for t in data["tasks"]])]
 
     out += registry_problems(scn)
+    if "vary" in scn.data:
+        from orchestrator.generation.templates import template_problems
+        out += template_problems(scn)
     out += ground_truth_problems(scn)
     return out
 
@@ -94,6 +100,9 @@ def _duplicates(file: str, where: str, names: list[str]) -> list[Problem]:
 def registry_problems(scn: Scenario) -> list[Problem]:
     """Ids are registered once and keep their meaning: same application and fault roles."""
     f = str(scn.path)
+    if scn.data["metadata"].get("generated"):  # drawn by `opsbench generate`: opaque, never registered
+        return [] if GENERATED_ID.fullmatch(scn.id) else [
+            Problem(f, "$.metadata.id", f"a generated instance's id is inc- and 12 hex digits, not '{scn.id}'")]
     entry = load_registry().get(scn.id)
     if entry is None:
         return [Problem(f, "$.metadata.id",

@@ -3,8 +3,8 @@
 One module per command group, each command a thin shell over a library function:
 `run` (run, runs, show, cleanup, topology), `scenarios` (list, validate, docs), `harness` (campaign, bench,
 verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (new fault, new scenario),
-`awx` (awx export), `snapshots` (snapshot record, export, import, verify, list), `replay` (replay). Libraries are
-imported inside the commands, so ``opsbench --help`` stays fast.
+`awx` (awx export), `generate` (generate), `snapshots` (snapshot record, export, import, verify, list), `replay`
+(replay). Libraries are imported inside the commands, so ``opsbench --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from orchestrator import __version__
-from orchestrator.cli import awx, harness, replay, results, run, scaffold, scenarios, snapshots
+from orchestrator.cli import awx, generate, harness, replay, results, run, scaffold, scenarios, snapshots
 from orchestrator.errors import OpsBenchError
 
 
@@ -36,6 +36,6 @@ def main() -> None:
     """OpsBench: benchmark AI agents on real IT-operations work."""
 
 
-for _module in (run, scenarios, harness, results, scaffold, awx, snapshots, replay):
+for _module in (run, scenarios, harness, results, scaffold, awx, snapshots, replay, generate):
     for _command in _module.COMMANDS:
         main.add_command(_command)

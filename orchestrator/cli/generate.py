@@ -1,0 +1,92 @@
+"""``opsbench generate``: instances drawn from templates (library: `orchestrator.generation`; docs/generation.md)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator.cli.common import emit_json
+from orchestrator.errors import OpsBenchError, SpecInvalid
+
+
+def read_seed(seed: str | None, seed_file: Path | None) -> str:
+    """The seed given on the command line or the first line of the seed file (kept private: never printed)."""
+    if (seed is None) == (seed_file is None):
+        raise click.UsageError("give exactly one of --seed and --seed-file")
+    if seed_file is None:
+        assert seed is not None
+        return seed
+    try:
+        text = seed_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {seed_file}: {getattr(exc, 'strerror', None) or exc}",
+                                 param_hint="--seed-file") from exc
+    if not text:
+        raise click.BadParameter(f"{seed_file} is empty: write the seed on its first line", param_hint="--seed-file")
+    return text.splitlines()[0].strip()
+
+
+def generate_into(template_names: tuple[str, ...], seed: str, count: int, out: Path) -> dict[str, Any]:
+    """Draw, write into a staging folder, validate every instance as `opsbench validate` does, then move them into
+    `out`; nothing is written to `out` when a template or an instance is bad."""
+    from orchestrator.catalog import find_scenario
+    from orchestrator.generation.instances import generate, write
+    from orchestrator.generation.templates import load_template
+    from orchestrator.validate import checked_scenario
+
+    templates = [load_template(find_scenario(name)) for name in template_names]
+    if len({t.scenario.id for t in templates}) != len(templates):
+        raise OpsBenchError("a template is given twice")
+    generated = generate(templates, seed, count)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".generating-", dir=out) as tmp:
+        files = write(generated, Path(tmp))
+        problems = [p for f in files for p in checked_scenario(f)[1]]
+        if problems:
+            raise SpecInvalid(problems)
+        for inst in generated.instances:
+            target = out / inst.id
+            if target.exists():
+                shutil.rmtree(target)
+            (Path(tmp) / inst.id).rename(target)
+    return {"out": str(out), "count": len(generated.instances),
+            "instances": [{"id": i.id, "template": i.template, "level": i.spec["metadata"]["complexity"]["level"],
+                           "draw": i.variation.key()} for i in generated.instances],
+            "dropped": generated.dropped,
+            "variation_space": {t.scenario.id: len(t.variations) for t in templates}}
+
+
+@click.command()
+@click.argument("templates", nargs=-1, required=True)
+@click.option("--seed", help="The seed (a published one for a dev split).")
+@click.option("--seed-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A file whose first line is the seed (a private one for a held-out split; never printed).")
+@click.option("--count", required=True, type=click.IntRange(1, 100000), help="Instances to draw in all.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
+              help="Where instances are written, one folder each (default: <state dir>/generated).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def generate(templates: tuple[str, ...], seed: str | None, seed_file: Path | None, count: int, out: Path | None,
+             as_json: bool) -> None:
+    """Draw COUNT incidents from TEMPLATES (scenario ids or paths of specs with a `vary` section).
+
+    The same templates, seed and count give byte-identical files. Each instance gets an opaque id and a ground
+    truth derived from its fault's effect model and the topology; every instance is validated before any is
+    written. Verify them live with `opsbench verify-scenarios <out>/<id> ...`."""
+    from orchestrator import paths
+
+    result = generate_into(templates, read_seed(seed, seed_file), count, out or paths.state_dir() / "generated")
+    if as_json:
+        emit_json(result)
+        return
+    for inst in result["instances"]:
+        click.echo(f"{inst['id']}  {inst['level']:<6}  {inst['template']}  {inst['draw']}")
+    for drop in result["dropped"]:
+        click.echo(f"dropped {drop['template']} {drop['draw']}: {drop['reason']}")
+    click.echo(f"{result['count']} instance(s) written to {result['out']}")
+
+
+COMMANDS = (generate,)

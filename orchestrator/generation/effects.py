@@ -1,0 +1,194 @@
+"""Effect models: what a fault mechanism does to its target and how that travels to the target's callers.
+
+One per fault role, in ``roles/<role>/meta/effects.yml`` beside its argument spec. `derive` turns a model, a target
+and the environment's topology into the incident's ground truth: the root-cause entity (the target's only instance,
+or the service when it has several), its fault type and layer, the alerts expected on the target and on every
+service on the shortest call paths from it to the entry (the service the load generator calls), and that chain.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.argspecs import role_dir
+from orchestrator.errors import Problem, SpecInvalid
+from orchestrator.schemacheck import json_path
+from orchestrator.yamlfile import read_yaml
+
+EFFECTS_FILE = Path("meta") / "effects.yml"
+CALLER_ALERTS = {"errors": "ServiceErrorRateHigh", "latency": "ServiceLatencyHigh"}
+ENTRY_ALERTS = {"errors": "CustomerErrorsHigh"}
+"""What the entry service (the one users reach) shows: users see errors, not the entry's own latency alert."""
+REQUIRED = ("mechanism", "target_arg", "target_kinds", "fault_type", "layer", "target_alerts", "caller_effects",
+            "condition", "effect")
+
+
+@dataclass(frozen=True)
+class EffectModel:
+    role: str
+    mechanism: str
+    target_arg: str
+    target_kinds: tuple[str, ...]
+    fault_type: str
+    layer: str
+    target_alerts: dict[str, list[str]]
+    caller_effects: tuple[str, ...]
+    condition: str
+    effect: str
+    mitigation: str
+    resolution_steps: int
+
+    def alerts_for(self, tech: str | None) -> list[str]:
+        return list(self.target_alerts.get(tech or "", self.target_alerts.get("default", [])))
+
+    def alert_names(self) -> set[str]:
+        names = {a for alerts in self.target_alerts.values() for a in alerts}
+        names |= {CALLER_ALERTS[e] for e in self.caller_effects} | {ENTRY_ALERTS[e] for e in self.caller_effects
+                                                                    if e in ENTRY_ALERTS}
+        return names
+
+
+def effects_file(role: str) -> Path:
+    return role_dir(role) / EFFECTS_FILE
+
+
+def has_effect_model(role: str) -> bool:
+    return effects_file(role).is_file()
+
+
+def load_effect_model(role: str) -> EffectModel:
+    """The effect model of fault role `role`; SpecInvalid naming the file and field when it is missing or wrong."""
+    path = effects_file(role)
+    if not path.is_file():
+        raise SpecInvalid([Problem(str(path), "$", f"fault role {role} has no effect model: generation needs one "
+                                   f"({EFFECTS_FILE} beside its argument spec)")])
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecInvalid([Problem(str(path), "$", "an effect model is a YAML mapping")])
+    problems = [Problem(str(path), json_path((key,)), "required") for key in REQUIRED if key not in data]
+    effects = data.get("caller_effects", [])
+    if not isinstance(effects, list) or any(e not in CALLER_ALERTS for e in effects):
+        problems.append(Problem(str(path), "$.caller_effects", f"a list of {', '.join(CALLER_ALERTS)}"))
+    alerts = data.get("target_alerts", {})
+    if not isinstance(alerts, dict) or "default" not in alerts or not all(
+            isinstance(v, list) and all(isinstance(a, str) for a in v) for v in alerts.values()):
+        problems.append(Problem(str(path), "$.target_alerts",
+                                "a mapping of technology (and `default`) to a list of alert names"))
+    if problems:
+        raise SpecInvalid(problems)
+    return EffectModel(role=role, mechanism=str(data["mechanism"]), target_arg=str(data["target_arg"]),
+                       target_kinds=tuple(data["target_kinds"]), fault_type=str(data["fault_type"]),
+                       layer=str(data["layer"]), target_alerts={k: list(v) for k, v in alerts.items()},
+                       caller_effects=tuple(effects), condition=str(data["condition"]), effect=str(data["effect"]),
+                       mitigation=str(data.get("mitigation", "Remove the change that caused it")),
+                       resolution_steps=int(data.get("resolution_steps", 1)))
+
+
+def unknown_alerts(model: EffectModel, defined: set[str]) -> list[Problem]:
+    """The alerts `model` names that no alert rule of the environment defines."""
+    return [Problem(str(effects_file(model.role)), "$.target_alerts" if name not in CALLER_ALERTS.values() else
+                    "$.caller_effects", f"names alert {name}, which no alert rule of the environment defines")
+            for name in sorted(model.alert_names() - defined)]
+
+
+# -- topology ---------------------------------------------------------------------------------
+class Topology:
+    """The declared entities and edges of an environment (roles/env_*/files/topology.yml)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.entities: dict[str, dict[str, Any]] = {e["id"]: e for e in data.get("entities", [])}
+        edges = data.get("edges", [])
+        self.owned: dict[str, list[str]] = {}
+        self.callers: dict[str, list[str]] = {}
+        for e in edges:
+            if e.get("type") == "owns" and self.entities.get(e["target"], {}).get("kind") == "instance":
+                self.owned.setdefault(e["source"], []).append(e["target"])
+            elif e.get("type") == "calls":
+                self.callers.setdefault(e["target"], []).append(e["source"])
+        sources = {s for callers in self.callers.values() for s in callers}
+        # Synthetic users call the entry; they are not part of the system under test.
+        self.users = {s for s in sources if self.entities.get(s, {}).get("description", "").startswith("synthetic")}
+        self.entries = sorted({t for t, callers in self.callers.items() if set(callers) & self.users})
+
+    def kind(self, entity: str) -> str:
+        return str(self.entities.get(entity, {}).get("kind", ""))
+
+    def tech(self, entity: str) -> str | None:
+        tech = self.entities.get(entity, {}).get("tech")
+        return str(tech) if tech else None
+
+    def instances(self, service: str) -> list[str]:
+        return sorted(self.owned.get(service, []))
+
+    def system_callers(self, entity: str) -> list[str]:
+        return sorted(c for c in self.callers.get(entity, []) if c not in self.users)
+
+    def paths_to_entry(self, start: str) -> list[list[str]]:
+        """Every shortest caller path from `start` up to an entry service (start first), by breadth-first search."""
+        if start in self.entries:
+            return [[start]]
+        best: list[list[str]] = []
+        queue: deque[list[str]] = deque([[start]])
+        while queue:
+            path = queue.popleft()
+            if best and len(path) >= len(best[0]):
+                break
+            for caller in self.system_callers(path[-1]):
+                if caller in path:
+                    continue
+                longer = [*path, caller]
+                if caller in self.entries:
+                    best.append(longer)
+                else:
+                    queue.append(longer)
+        return best
+
+
+def aliases(topo: Topology, entity: str) -> list[str]:
+    """Names an agent may use for `entity`: its service or instances, and the usual spellings of a service name."""
+    service = next((s for s, inst in topo.owned.items() if entity in inst), entity)
+    names = [n for n in [service, *topo.instances(service)] if n != entity]
+    names += [f"{service} service", f"{service}service", f"{service}-service"]
+    return list(dict.fromkeys(names))
+
+
+def derive(model: EffectModel, target: str, topo: Topology) -> dict[str, Any]:
+    """The ground-truth parts an instance of `model` on `target` implies: entities (with the root cause), alerts,
+    propagations, faults, mitigations, evidence, and the propagation length and technologies of its chain."""
+    instances = topo.instances(target)
+    root = instances[0] if len(instances) == 1 else target
+    fill = {"target": target}
+    alerts = [{"name": a, "entity": inst} for a in model.alerts_for(topo.tech(target)) for inst in instances]
+    paths = topo.paths_to_entry(target)
+    chain: list[tuple[str, str]] = []
+    for path in paths:
+        for callee, caller in itertools.pairwise(path):
+            if (callee, caller) not in chain:
+                chain.append((callee, caller))
+    on_path = list(dict.fromkeys(s for path in paths for s in path[1:]))
+    for service in on_path:
+        table = ENTRY_ALERTS if service in topo.entries else CALLER_ALERTS
+        alerts += [{"name": table[e], "entity": service} for e in model.caller_effects if e in table]
+    entities = [{"id": root, "aliases": aliases(topo, root), "rootCause": True, "layer": model.layer,
+                 "faultType": model.fault_type}]
+    entities += [{"id": s, "aliases": aliases(topo, s)} for s in on_path]
+    propagations = [{"source": root if callee == target else callee, "target": caller,
+                     "condition": model.condition.format(**fill) if callee == target else f"{callee} fails",
+                     "effect": model.effect.format(caller=caller, target=callee)}
+                    for callee, caller in chain]
+    techs = sorted({t for s in [target, *on_path] if (t := topo.tech(s))} | {"podman"})
+    return {
+        "alerts": alerts,
+        "evidence": sorted({f"alert:{a['name']}" for a in alerts}),
+        "entities": entities,
+        "propagations": propagations,
+        "faults": [{"entity": root, "mechanism": model.mechanism}],
+        "mitigations": [{"description": model.mitigation.format(**fill) + "; the alerts resolve.",
+                         "actions": [model.mitigation.format(**fill).lower()]}],
+        "propagation_length": 1 + len(on_path) if paths else 1,
+        "technologies": techs,
+    }

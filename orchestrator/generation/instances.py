@@ -1,0 +1,173 @@
+"""Instances: fixed scenarios drawn from templates, each with a ground truth derived from its effect model.
+
+Deterministic: the same templates, seed and count give byte-identical files. An instance's id is opaque
+(``inc-`` and 12 hex digits of a hash of the seed, the template and the draw), and nothing an agent can read
+(its id, name, description, task goals, fault names, file names) carries the template, the mechanism or a fault
+word. Two draws that make the same incident (the same faults with the same arguments on the same environment,
+from two templates) are one instance: the later is dropped and reported.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.complexity import complexity_level, complexity_value
+from orchestrator.errors import OpsBenchError, Problem, SpecInvalid
+from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, derive
+from orchestrator.generation.templates import Template, Variation
+
+GOALS = {
+    "diagnose": ("Users of the {app} report problems. Find the root-cause entity and explain how the failure "
+                 "propagates to what users see."),
+    "mitigate": ("Users of the {app} report problems. Bring it back to health: every alert must clear and stay "
+                 "clear. Report the actions you took and your plan."),
+}
+"""Task goals by kind: the same words for every instance, so a goal never hints at the cause."""
+APPS = {"shop": "online shop", "loopweb": "web site"}
+INSTANCE_ID = "inc-{:.12}"
+
+
+@dataclass
+class Instance:
+    id: str
+    template: str
+    variation: Variation
+    spec: dict[str, Any]
+    ground_truth: dict[str, Any]
+
+
+@dataclass
+class Generated:
+    instances: list[Instance] = field(default_factory=list)
+    dropped: list[dict[str, str]] = field(default_factory=list)
+
+
+def seed_bytes(seed: str) -> bytes:
+    return hashlib.sha256(seed.encode()).digest()
+
+
+def _rng(seed: str, template_id: str) -> random.Random:
+    return random.Random(int.from_bytes(hashlib.sha256(seed_bytes(seed) + template_id.encode()).digest(), "big"))
+
+
+def instance_id(seed: str, template_id: str, variation: Variation) -> str:
+    digest = hashlib.sha256(seed_bytes(seed) + f"\0{template_id}\0{variation.key()}".encode()).hexdigest()
+    return INSTANCE_ID.format(digest)
+
+
+def shares(count: int, templates: list[Template]) -> list[int]:
+    """How many instances each template gets: `count` spread evenly in the order given, none over a template's
+    variation space; OpsBenchError naming the templates when `count` exceeds their combined space."""
+    space = sum(len(t.variations) for t in templates)
+    if count > space:
+        raise OpsBenchError(f"--count {count} is larger than the variation space of the templates given ({space}: "
+                            + ", ".join(f"{t.scenario.id} {len(t.variations)}" for t in templates) + ")")
+    out = [0] * len(templates)
+    left = count
+    while left:
+        for i, t in enumerate(templates):
+            if left and out[i] < len(t.variations):
+                out[i] += 1
+                left -= 1
+    return out
+
+
+def incident_key(spec: dict[str, Any]) -> str:
+    """What makes two instances the same: environment, faults (roles and arguments) and the kinds of task."""
+    return json.dumps([spec["environment"], [(f["role"], f.get("args", {})) for f in spec["faults"]],
+                       sorted(t["kind"] for t in spec["tasks"])], sort_keys=True)
+
+
+def generate(templates: list[Template], seed: str, count: int) -> Generated:
+    """`count` instances drawn from `templates` with `seed` (see the module's docstring)."""
+    out = Generated()
+    seen: dict[str, str] = {}
+    for template, n in zip(templates, shares(count, templates), strict=True):
+        rng = _rng(seed, template.scenario.id)
+        for variation in rng.sample(template.variations, n):
+            inst = build(template, variation, instance_id(seed, template.scenario.id, variation))
+            key = incident_key(inst.spec)
+            if key in seen:
+                out.dropped.append({"template": template.scenario.id, "draw": variation.key(),
+                                    "reason": f"the same incident as {seen[key]}"})
+                continue
+            seen[key] = inst.id
+            out.instances.append(inst)
+    return out
+
+
+def build(template: Template, variation: Variation, iid: str) -> Instance:
+    """The instance of `template` for `variation`: its spec and ground truth."""
+    scn, model, topo = template.scenario, template.model, template.topology
+    data = copy.deepcopy(scn.data)
+    data.pop("vary", None)
+    data.pop("groundTruth", None)
+    app = data["environment"]["application"]
+    names = {f["name"]: f"f{i}" for i, f in enumerate(data["faults"], 1)}
+    for f in data["faults"]:
+        if f["name"] == template.fault["name"]:
+            f["args"] = {**f.get("args", {}), model.target_arg: variation.target}
+        for fault, arg, value in variation.args:
+            if f["name"] == fault:
+                f["args"] = {**f.get("args", {}), arg: value}
+        f["name"] = names[f["name"]]
+    truth = derive(model, variation.target, topo)
+    for check in data["checks"].get("manifestation", []):
+        if check["role"] == "check_alerts" and "firing" in check.get("args", {}):
+            check["args"] = {**check["args"], "firing": firing(truth["alerts"], variation.target, topo)}
+    unknown = sorted({t["kind"] for t in data["tasks"]} - set(GOALS))
+    if unknown:
+        raise SpecInvalid([Problem(str(scn.path), "$.tasks", f"task kinds {unknown} cannot be generated yet "
+                                   f"(generated goals exist for {', '.join(GOALS)})")])
+    for task in data["tasks"]:
+        task["goal"] = GOALS[task["kind"]].format(app=APPS.get(app, app))
+    steps = model.resolution_steps
+    value = complexity_value(truth["propagation_length"], steps, len(truth["technologies"]))
+    data["metadata"] = {
+        "id": iid, "name": f"Incident {iid}",
+        "description": f"A generated incident on the {APPS.get(app, app)}; the tasks say what is known.",
+        "version": 1, "generated": True, "domain": scn.data["metadata"]["domain"],
+        "class": scn.data["metadata"]["class"],
+        "complexity": {"level": complexity_level(value), "propagationLength": truth["propagation_length"],
+                       "resolutionSteps": steps, "technologies": truth["technologies"], "value": value},
+        "tags": [],
+    }
+    ground_truth = {"apiVersion": "opsbench/v1", "kind": "GroundTruth", "scenario": iid, "incident": True,
+                    **{k: truth[k] for k in ("alerts", "evidence", "entities", "propagations", "faults",
+                                             "mitigations")}}
+    return Instance(iid, scn.id, variation, data, ground_truth)
+
+
+def firing(alerts: list[dict[str, str]], target: str, topo: Any) -> list[dict[str, str]]:
+    """The manifestation check's alerts: the target's first own alert and the first alert its nearest caller
+    raises, as alert labels (every shop alert carries `service`)."""
+    callers = set(CALLER_ALERTS.values()) | set(ENTRY_ALERTS.values())
+    own = [a for a in alerts if a["name"] not in callers]
+    first_caller = [a for a in alerts if a["name"] in callers][:1]
+    service_of = {i: s for s, insts in topo.owned.items() for i in insts}
+    return [{"alertname": a["name"], "service": service_of.get(a["entity"], a["entity"])}
+            for a in [*own[:1], *first_caller]]
+
+
+def dump(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)
+
+
+def write(generated: Generated, out: Path) -> list[Path]:
+    """Each instance as ``<out>/<id>/scenario.yaml`` and ``ground_truth.yaml``; returns the spec files."""
+    files = []
+    for inst in generated.instances:
+        folder = out / inst.id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "scenario.yaml").write_text(dump(inst.spec))
+        (folder / "ground_truth.yaml").write_text(dump(inst.ground_truth))
+        files.append(folder / "scenario.yaml")
+    return files
