@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from orchestrator.errors import OpsBenchError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOKS_DIR = PROJECT_ROOT / "playbooks"
 ROLES_DIR = PROJECT_ROOT / "roles"
@@ -20,17 +22,26 @@ SCHEMAS_DIR = Path(__file__).resolve().parent / "schemas"
 ID_REGISTRY = SPECS_DIR / "REGISTRY.yaml"
 
 
+def state_folder(path: Path) -> Path:
+    """`path` (a folder of the state dir) created if missing; a path that is a file or cannot be created is an
+    OpsBenchError naming it and OPSBENCH_HOME, never a traceback."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = ("it (or a folder above it) is a file, not a folder"
+               if isinstance(exc, FileExistsError | NotADirectoryError) else f"cannot create it: {exc.strerror}")
+        raise OpsBenchError(f"state folder {path}: {why}; set OPSBENCH_HOME to a folder OpsBench may write "
+                            f"(now {os.environ.get('OPSBENCH_HOME', 'unset')})") from None
+    return path
+
+
 def state_dir() -> Path:
     """The project's state dir, created on first use."""
-    path = Path(os.environ.get("OPSBENCH_HOME", PROJECT_ROOT / ".opsbench")).resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return state_folder(Path(os.environ.get("OPSBENCH_HOME", PROJECT_ROOT / ".opsbench")).resolve())
 
 
 def runs_dir() -> Path:
-    path = state_dir() / "runs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return state_folder(state_dir() / "runs")
 
 
 def containers_conf_dir() -> Path:
@@ -44,5 +55,5 @@ def containers_conf_dir() -> Path:
 
 def ansible_home() -> Path:
     path = state_dir() / "ansible"
-    (path / "tmp").mkdir(parents=True, exist_ok=True)
+    state_folder(path / "tmp")
     return path

@@ -14,6 +14,7 @@ and written through ``orchestrator.paths`` at call time, so tests can point it e
 from __future__ import annotations
 
 import re
+import shutil
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +27,15 @@ from orchestrator import paths
 from orchestrator.argspecs import entry_options, load_argument_specs, role_dir
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.docgen import fault_family
-from orchestrator.errors import OpsBenchError
+from orchestrator.errors import OpsBenchError, SpecInvalid
 from orchestrator.schemacheck import load_schema
 from orchestrator.spec import SPEC_FILENAME, environment_role, spec_files
 from orchestrator.yamlfile import read_yaml
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 FAULT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+MAX_FAULT_NAME = 60
+"""Longest fault name (without the fault_ prefix): a role folder, a test file and Ansible variable names carry it."""
 HEALTHY_CONTROL_CLASS = "healthy-control"
 DEFAULT_BUDGET = 300
 
@@ -107,6 +110,9 @@ def _write_all(files: dict[Path, str]) -> list[Path]:
 def fault_role_name(name: str) -> str:
     """``NAME`` or ``fault_NAME`` -> ``fault_NAME``, with NAME matching ^[a-z][a-z0-9_]*$."""
     bare = name.removeprefix("fault_")
+    if len(bare) > MAX_FAULT_NAME:
+        raise OpsBenchError(f"fault name '{name[:40]}...' is {len(bare)} characters long: keep it to "
+                            f"{MAX_FAULT_NAME} (it names a role folder and a test file), e.g. redis_oom")
     if not FAULT_NAME.fullmatch(bare):
         raise OpsBenchError(
             f"bad fault name '{name}': after the optional 'fault_' prefix it must match "
@@ -383,14 +389,8 @@ def new_scenario(scenario_id: str, faults: list[str], application: str = "shop",
     gt_text = _render("scenario/ground_truth.yaml.j2", id=scenario_id, root_causes=root_causes, derived=derived,
                       faults=fault_items, topology=_rel(topology_file))
 
-    done = Scaffolded(files=_write_all({target / SPEC_FILENAME: spec_text, target / "ground_truth.yaml": gt_text}))
-    try:
-        done.files.append(register_id(scenario_id, application, faults))
-    except OpsBenchError:
-        for file in done.files:
-            file.unlink(missing_ok=True)
-        target.rmdir()
-        raise
+    done = Scaffolded(files=_write_checked(target, {SPEC_FILENAME: spec_text, "ground_truth.yaml": gt_text},
+                                           scenario_id, application, faults))
     if not derived:
         done.notes.append(f"no fault argument names an entity of {application}'s topology: the ground truth's "
                           f"root cause '{root_causes[0]}' is a placeholder")
@@ -658,15 +658,8 @@ def _new_devops_scenario(scenario_id: str, faults: list[str], application: str, 
                       entities=gt_entities, stages=stages, project=project)
 
     target = paths.SPECS_DIR / scenario_id
-    done = Scaffolded(files=_write_all({target / SPEC_FILENAME: spec_text, target / "ground_truth.yaml": gt_text}),
-                      notes=notes)
-    try:
-        done.files.append(register_id(scenario_id, application, faults))
-    except OpsBenchError:
-        for file in done.files:
-            file.unlink(missing_ok=True)
-        target.rmdir()
-        raise
+    done = Scaffolded(files=_write_checked(target, {SPEC_FILENAME: spec_text, "ground_truth.yaml": gt_text},
+                                           scenario_id, application, faults), notes=notes)
     spec_rel, gt_rel = _rel(target / SPEC_FILENAME), _rel(target / "ground_truth.yaml")
     if monitoring:
         fill = (f"replace every TODO in {spec_rel} (the misbehaving process and its anomaly, the manifestation "
@@ -685,6 +678,36 @@ def _new_devops_scenario(scenario_id: str, faults: list[str], application: str, 
         "opsbench docs   (the scenario catalog lists it)",
     ]
     return done
+
+
+def _write_checked(target: Path, texts: dict[str, str], scenario_id: str, application: str,
+                   faults: list[str]) -> list[Path]:
+    """Write the scenario's files into `target`, register the id, and check the result as `opsbench validate`
+    does; when validate would reject it, undo both (nothing written, the registry as it was) and raise SpecInvalid
+    with validate's problems, so `new scenario` never leaves a scenario its own check refuses."""
+    from orchestrator.validate import validate_paths
+
+    registry = _registry_text() if paths.ID_REGISTRY.is_file() else None
+    written = _write_all({target / name: text for name, text in texts.items()})
+
+    def undo() -> None:
+        for file in written:
+            file.unlink(missing_ok=True)
+        shutil.rmtree(target, ignore_errors=True)
+        if registry is not None:
+            paths.ID_REGISTRY.write_text(registry)
+
+    try:
+        registered = register_id(scenario_id, application, faults)
+        problems = validate_paths([target])
+    except BaseException:
+        undo()
+        raise
+    if problems:
+        undo()
+        raise SpecInvalid(problems, f"refused: `opsbench validate` would reject scenario {scenario_id} as these "
+                                    "options make it, so nothing was written; change the options named below")
+    return [*written, registered]
 
 
 def register_id(scenario_id: str, application: str, faults: list[str]) -> Path:

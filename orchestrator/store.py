@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
+from orchestrator.errors import FileUnreadable, OpsBenchError, Problem
+from orchestrator.jsonfile import read_json
 
 DDL_V1 = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -169,14 +171,39 @@ def _migrate(conn: sqlite3.Connection) -> None:
         raise
 
 
+def unusable_index(db: Path, exc: sqlite3.Error) -> OpsBenchError:
+    """The error for a run index SQLite cannot use (garbage, a folder, damaged, unreadable): names the file, what is
+    wrong and what to do, instead of sqlite3's traceback."""
+    if db.is_dir():
+        what = "is a folder, not the SQLite run index"
+    elif isinstance(exc, sqlite3.OperationalError):
+        what = f"cannot be opened as the SQLite run index ({exc})"
+    else:
+        what = f"is not a usable SQLite run index ({exc})"
+    return OpsBenchError(f"{db} {what}: move it aside (the run folders under {db.parent / 'runs'} stay) to start a "
+                         "new index, or point OPSBENCH_HOME at another state folder")
+
+
 @contextmanager
 def connect() -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(db_path(), timeout=30)
+    db = db_path()
+    try:
+        conn = sqlite3.connect(db, timeout=30)
+    except sqlite3.DatabaseError as exc:  # OperationalError too: a folder, no permission
+        raise unusable_index(db, exc) from None
     conn.row_factory = sqlite3.Row
     try:
         _migrate(conn)
+    except sqlite3.DatabaseError as exc:  # not a database, damaged
+        conn.close()
+        raise unusable_index(db, exc) from None
+    try:
         yield conn
         conn.commit()
+    except sqlite3.DatabaseError as exc:
+        if type(exc) is not sqlite3.DatabaseError:  # a locked database or a bad query is no damaged file
+            raise
+        raise unusable_index(db, exc) from None
     finally:
         conn.close()
 
@@ -387,5 +414,9 @@ def write_run_json(run_dir: Path, data: dict[str, Any]) -> None:
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / "run.json").read_text())
+    """run_dir/run.json; FileUnreadable (naming it) when it is not UTF-8, not JSON or no JSON object."""
+    data = read_json(run_dir / "run.json")
+    if not isinstance(data, dict):
+        raise FileUnreadable(Problem(str(run_dir / "run.json"), "$", "not a JSON object: not a run.json OpsBench "
+                                                                     "wrote"))
     return data

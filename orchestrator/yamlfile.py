@@ -11,23 +11,25 @@ from typing import Any
 
 import yaml
 
-from orchestrator.errors import Problem, SpecInvalid
+from orchestrator.errors import FileUnreadable, Problem
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse one YAML file; a syntax error becomes a SpecInvalid naming file and line."""
+    """Parse one YAML file; a file that cannot be read, is not UTF-8, is malformed or is nested thousands deep
+    becomes a `FileUnreadable` (a SpecInvalid) naming the file and the line."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecInvalid([Problem(str(path), "$", f"cannot read file: {exc.strerror}")]) from exc
+        raise FileUnreadable(Problem(str(path), "$", f"cannot read the file: {exc.strerror}")) from exc
     except UnicodeDecodeError as exc:
-        raise SpecInvalid([Problem(str(path), f"byte {exc.start}", "not UTF-8 text: save the file as UTF-8")]) from exc
+        raise FileUnreadable(Problem(str(path), f"byte {exc.start}", "not UTF-8 text: save the file as UTF-8")) from exc
     try:
         return yaml.safe_load(text)
     except RecursionError as exc:
-        raise SpecInvalid([Problem(str(path), "$", "nested too deeply to read (thousands of levels)")]) from exc
+        raise FileUnreadable(Problem(str(path), "$", "nested too deeply to read (thousands of levels): not a file "
+                                                     "OpsBench wrote or expects")) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "$"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecInvalid([Problem(str(path), where, f"malformed YAML: {problem}")]) from exc
+        raise FileUnreadable(Problem(str(path), where, f"malformed YAML: {problem}")) from exc

@@ -9,25 +9,15 @@ verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
 import click
 
 from orchestrator import __version__
 from orchestrator.cli import awx, generate, harness, replay, results, run, scaffold, scenarios, snapshots
-from orchestrator.errors import OpsBenchError
+from orchestrator.cli.common import GuardedGroup
 
 
-class OpsBenchGroup(click.Group):
-    """Prints OpsBenchError as a one-paragraph message instead of a traceback."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except OpsBenchError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+class OpsBenchGroup(GuardedGroup):
+    """Every command's errors take one path (`cli.common`): one message, exit 2, JSON with --json; no traceback."""
 
 
 @click.group(cls=OpsBenchGroup)

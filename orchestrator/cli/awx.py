@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from orchestrator.cli.common import written
+
 
 @click.group()
 def awx() -> None:
@@ -35,8 +37,8 @@ def awx_export(output: Path, scenarios: tuple[str, ...], clusters: tuple[str, ..
     """Write a playbook (awx.awx collection) that creates the AWX objects and, with --tags all,launch, a campaign."""
     from orchestrator.awx import write_export
 
-    click.echo(write_export(output, scenarios, clusters, hosts, trials=trials, agent=agent, scm_url=scm_url,
-                            scm_branch=scm_branch))
+    click.echo(written("--output", output, lambda out: write_export(
+        out, scenarios, clusters, hosts, trials=trials, agent=agent, scm_url=scm_url, scm_branch=scm_branch)))
 
 
 @awx.command("ee")
@@ -47,7 +49,7 @@ def awx_ee(output: Path) -> None:
     """Write the execution environment's definition for ansible-builder (from pyproject.toml)."""
     from orchestrator.awx_ee import write
 
-    click.echo(write(output))
+    click.echo(written("--output", output, write))
 
 
 COMMANDS = (awx,)

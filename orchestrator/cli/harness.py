@@ -88,6 +88,10 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
         run_campaign,
     )
 
+    if campaign_file is not None:
+        from orchestrator.yamlfile import read_yaml
+
+        read_yaml(campaign_file)  # not UTF-8, malformed or nested thousands deep: one error naming the file
     req = request(scenarios, campaign_file, name, agents, trials, parallel, tool_profile)
     camp = Campaign(req.name)
     echo = echo_err(quiet)

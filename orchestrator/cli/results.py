@@ -8,19 +8,7 @@ from typing import Any
 
 import click
 
-from orchestrator.cli.common import DATE, emit_json
-
-
-def writable(out: Path, option: str) -> Path:
-    """`out` with its missing folders made (as `report --out` and every `--csv` do alike); a path that cannot be
-    written is a usage error naming the option and the path, never a traceback."""
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise click.BadParameter(f"cannot create the folder {out.parent}: {exc.strerror}", param_hint=option) from exc
-    if out.is_dir():
-        raise click.BadParameter(f"{out} is a folder; give a file name", param_hint=option)
-    return out
+from orchestrator.cli.common import DATE, emit_json, writable
 
 
 def nothing_matches(agent: str | None, scenario: str | None, since: Any, include_harness: bool) -> str:
@@ -144,7 +132,11 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
           as_json: bool) -> None:
     """Score one agent diagnosis offline against a ground truth (deterministic: same input, same score)."""
     from orchestrator.evaluation.offline import render_scores, score_files
+    from orchestrator.jsonfile import refuse_deep
 
+    refuse_deep(output_path)  # the scorer parses these itself; input nested thousands deep is refused here
+    if traj_path is not None:
+        refuse_deep(traj_path, lines=True)
     result = score_files(gt_path, output_path, topo_path, traj_path, judge)
     for warning in result.get("warnings", []) if not as_json else []:
         click.echo(f"warning: {warning}", err=True)

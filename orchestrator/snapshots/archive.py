@@ -3,11 +3,13 @@
 Import never trusts the archive: only regular files and directories below one top-level directory are accepted
 (no absolute paths, no `..`, no links, no devices), it extracts into a temporary directory beside the destination,
 verifies the result (`format.verify`) and only then renames it into place, so a truncated, corrupt or tampered
-archive gives one `SnapshotError` and leaves nothing behind.
+archive gives one `SnapshotError` naming the archive and leaves nothing behind. The compressed stream is read
+whole before anything else (`check_stream`): damage past the tar end marker (a cut end, the gzip trailer) counts.
 """
 
 from __future__ import annotations
 
+import gzip
 import lzma
 import os
 import shutil
@@ -17,7 +19,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, cast
 
-from .format import INDEX, SnapshotError, SnapshotInfo, verify
+from .format import INDEX, SnapshotError, SnapshotInfo, read_index, verify
 
 Compression = Literal["xz", "gz"]
 DEFAULT_COMPRESSION: Compression = "gz"
@@ -85,18 +87,78 @@ def import_archive(archive: Path, dest_parent: Path, *, check_scenario: bool = T
     archive, dest_parent = Path(archive), Path(dest_parent)
     if not archive.is_file():
         raise SnapshotError(archive, ".", "no such archive")
-    dest_parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dest_parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SnapshotError(archive, ".", f"cannot extract into {dest_parent}: {exc.strerror}") from None
+    check_stream(archive)
     staging = Path(tempfile.mkdtemp(prefix=".import-", dir=dest_parent))
     try:
         top = _extract(archive, staging)
         target = dest_parent / top
         if target.exists():
             raise SnapshotError(archive, top, f"{target} already exists: remove it or import elsewhere")
-        verify(staging / top, check_scenario=check_scenario)
+        try:
+            verify(staging / top, check_scenario=check_scenario)
+        except SnapshotError as exc:  # name the archive the user gave, not the staging folder
+            raise SnapshotError(archive, f"{top}/{exc.file}" if exc.file != "." else top, exc.problem) from None
         os.rename(staging / top, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return verify(target, check_scenario=False)
+
+
+_MAGIC = {b"\x1f\x8b": "gz", b"\xfd7zXZ\x00": "xz"}
+_CHUNK = 1 << 20
+
+
+def check_stream(archive: Path) -> None:
+    """Read the whole compressed stream once, so damage anywhere is refused before anything is extracted: a cut
+    end, a flipped byte in the gzip trailer (CRC-32 and length) or the xz index and checks, trailing garbage.
+    Reading tar members alone stops at the tar end marker and never reaches the trailer."""
+    try:
+        with archive.open("rb") as raw:
+            head = raw.read(6)
+    except OSError as exc:
+        raise SnapshotError(archive, ".", f"cannot read the archive: {exc.strerror}") from None
+    kind = next((k for magic, k in _MAGIC.items() if head.startswith(magic)), None)
+    if kind is None:
+        raise SnapshotError(archive, ".", "truncated or corrupt archive: not gzip or xz compressed (a snapshot "
+                            "archive is a .tar.gz or .tar.xz written by `opsbench snapshot export`)")
+    try:
+        with (gzip.open(archive, "rb") if kind == "gz" else lzma.open(archive, "rb")) as stream:
+            while stream.read(_CHUNK):
+                pass
+    except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+        raise SnapshotError(archive, ".", f"truncated or corrupt archive ({kind}: {exc or type(exc).__name__}): "
+                            "export or download it again") from None
+
+
+def read_archive_index(archive: Path) -> dict[str, Any]:
+    """The archive's `<id>/snapshot.json`, parsed and schema-checked (`format.read_index`) without extracting the
+    rest: what `snapshot list` shows for an archive. The stream is checked whole first; checksums are not."""
+    check_stream(archive)
+    with tempfile.TemporaryDirectory(prefix="opsbench-index-") as tmp:
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                member = next((m for m in tar if m.isfile() and len(PurePosixPath(m.name).parts) == 2
+                               and PurePosixPath(m.name).name == INDEX), None)
+                source = tar.extractfile(member) if member is not None else None
+                if member is None or source is None:
+                    raise SnapshotError(archive, INDEX, "missing from the archive: not a snapshot archive")
+                top = _safe_name(archive, member).parts[0]
+                (Path(tmp) / top).mkdir()
+                with source, (Path(tmp) / top / INDEX).open("xb") as out:
+                    shutil.copyfileobj(source, out)
+        except SnapshotError:
+            raise
+        except (tarfile.TarError, EOFError, lzma.LZMAError, zlib.error, OSError) as exc:
+            raise SnapshotError(archive, ".", f"truncated or corrupt archive ({type(exc).__name__}: {exc})") \
+                from None
+        try:
+            return read_index(Path(tmp) / top)
+        except SnapshotError as exc:
+            raise SnapshotError(archive, f"{top}/{exc.file}", exc.problem) from None
 
 
 def _extract(archive: Path, staging: Path) -> str:

@@ -21,9 +21,7 @@ from . import format as fmt
 
 def default_corpus() -> Path:
     """`<state dir>/snapshots` (created on first use)."""
-    path = paths.state_dir() / "snapshots"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return paths.state_folder(paths.state_dir() / "snapshots")
 
 
 def is_archive(path: Path) -> bool:
@@ -85,16 +83,19 @@ class CorpusEntry:
 
 
 def list_corpus(corpus: Path | None = None) -> list[CorpusEntry]:
-    """Every snapshot directory of `corpus` (default: the state dir's), sorted by id; a directory that is not a
-    readable snapshot is listed with its problem instead of stopping the listing. Hidden directories (imports or
-    recordings under way) are left out."""
+    """Every snapshot directory and archive of `corpus` (default: the state dir's), sorted by id; one that is not a
+    readable snapshot is listed with its problem instead of stopping the listing. An archive's compressed stream is
+    read whole (a damaged one is listed as such), its index parsed without extracting the rest. Hidden entries
+    (imports or recordings under way) are left out."""
     corpus = Path(corpus) if corpus is not None else default_corpus()
     if not corpus.is_dir():
-        raise fmt.SnapshotError(corpus, ".", "no such corpus directory")
+        raise fmt.SnapshotError(corpus, ".", "no such corpus directory" if not corpus.exists() else
+                                "not a directory: give the folder that holds snapshot directories or archives")
     entries: list[CorpusEntry] = []
-    for child in sorted(p for p in corpus.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for child in sorted(p for p in corpus.iterdir() if not p.name.startswith(".")
+                        and (p.is_dir() or (p.is_file() and is_archive(p)))):
         try:
-            data = fmt.read_index(child)
+            data = fmt.read_index(child) if child.is_dir() else archive.read_archive_index(child)
         except fmt.SnapshotError as exc:
             entries.append(CorpusEntry(path=str(child), problem=f"{exc.file}: {exc.problem}"))
             continue
