@@ -225,8 +225,10 @@ def read_index(root: Path) -> dict[str, Any]:
         data = json.loads((root / INDEX).read_text())
     except FileNotFoundError:
         raise SnapshotError(root, INDEX, "missing: not a snapshot, or its recording did not finish") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise SnapshotError(root, INDEX, f"unreadable: {exc}") from None
+    except RecursionError:
+        raise SnapshotError(root, INDEX, "unreadable: nested too deeply (thousands of levels)") from None
     if not isinstance(data, dict):
         raise SnapshotError(root, INDEX, "not a JSON object")
     version = data.get("format_version")
