@@ -41,6 +41,10 @@ class EffectModel:
     effect: str
     mitigation: str
     resolution_steps: int
+    source_arg: str | None = None
+    """Set for a fault on one call path (a network fault): the argument naming the caller whose calls it hits."""
+    travels: int | None = None
+    """How many callers up the effect is seen (None: up to the entry)."""
 
     def alerts_for(self, tech: str | None) -> list[str]:
         return list(self.target_alerts.get(tech or "", self.target_alerts.get("default", [])))
@@ -85,7 +89,9 @@ def load_effect_model(role: str) -> EffectModel:
                        layer=str(data["layer"]), target_alerts={k: list(v) for k, v in alerts.items()},
                        caller_effects=tuple(effects), condition=str(data["condition"]), effect=str(data["effect"]),
                        mitigation=str(data.get("mitigation", "Remove the change that caused it")),
-                       resolution_steps=int(data.get("resolution_steps", 1)))
+                       resolution_steps=int(data.get("resolution_steps", 1)),
+                       source_arg=str(data["source_arg"]) if data.get("source_arg") else None,
+                       travels=int(data["travels"]) if data.get("travels") is not None else None)
 
 
 def unknown_alerts(model: EffectModel, defined: set[str]) -> list[Problem]:
@@ -156,14 +162,17 @@ def aliases(topo: Topology, entity: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def derive(model: EffectModel, target: str, topo: Topology) -> dict[str, Any]:
+def derive(model: EffectModel, target: str, topo: Topology, source: str | None = None) -> dict[str, Any]:
     """The ground-truth parts an instance of `model` on `target` implies: entities (with the root cause), alerts,
-    propagations, faults, mitigations, evidence, and the propagation length and technologies of its chain."""
+    propagations, faults, mitigations, evidence, and the propagation length and technologies of its chain. A
+    fault on one call path (`source` calls `target`) travels from the target through that caller only."""
     instances = topo.instances(target)
     root = instances[0] if len(instances) == 1 else target
-    fill = {"target": target}
+    fill = {"target": target, "source": source or ""}
     alerts = [{"name": a, "entity": inst} for a in model.alerts_for(topo.tech(target)) for inst in instances]
-    paths = topo.paths_to_entry(target)
+    paths = [[target, *p] for p in topo.paths_to_entry(source)] if source else topo.paths_to_entry(target)
+    if model.travels is not None:
+        paths = list({tuple(p[:model.travels + 1]): p[:model.travels + 1] for p in paths}.values())
     chain: list[tuple[str, str]] = []
     for path in paths:
         for callee, caller in itertools.pairwise(path):
@@ -171,7 +180,7 @@ def derive(model: EffectModel, target: str, topo: Topology) -> dict[str, Any]:
                 chain.append((callee, caller))
     on_path = list(dict.fromkeys(s for path in paths for s in path[1:]))
     for service in on_path:
-        table = ENTRY_ALERTS if service in topo.entries else CALLER_ALERTS
+        table = ENTRY_ALERTS if service in topo.entries and service != source else CALLER_ALERTS
         alerts += [{"name": table[e], "entity": service} for e in model.caller_effects if e in table]
     entities = [{"id": root, "aliases": aliases(topo, root), "rootCause": True, "layer": model.layer,
                  "faultType": model.fault_type}]

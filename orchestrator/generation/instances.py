@@ -115,11 +115,13 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
     for f in data["faults"]:
         if f["name"] == template.fault["name"]:
             f["args"] = {**f.get("args", {}), model.target_arg: variation.target}
+            if model.source_arg:
+                f["args"][model.source_arg] = variation.source
         for fault, arg, value in variation.args:
             if f["name"] == fault:
                 f["args"] = {**f.get("args", {}), arg: value}
         f["name"] = names[f["name"]]
-    truth = derive(model, variation.target, topo)
+    truth = derive(model, variation.target, topo, variation.source)
     for check in data["checks"].get("manifestation", []):
         if check["role"] == "check_alerts" and "firing" in check.get("args", {}):
             check["args"] = {**check["args"], "firing": firing(truth["alerts"], variation.target, topo)}

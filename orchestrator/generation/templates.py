@@ -29,9 +29,12 @@ class Variation:
 
     target: str
     args: tuple[tuple[str, str, Any], ...]
+    source: str | None = None
+    """The caller of `target` whose calls the fault hits, for a fault on one call path."""
 
     def key(self) -> str:
-        return "|".join([self.target, *(f"{f}.{a}={v!r}" for f, a, v in self.args)])
+        where = f"{self.source}>{self.target}" if self.source else self.target
+        return "|".join([where, *(f"{f}.{a}={v!r}" for f, a, v in self.args)])
 
 
 def defined_alerts(scn: Scenario) -> set[str]:
@@ -51,10 +54,14 @@ def grid(low: float, high: float, step: float) -> list[float | int]:
     return [int(v) if as_int else float(v) for v in values]
 
 
+def exclude_of(scn: Scenario) -> set[str]:
+    return set(scn.data["vary"]["target"].get("exclude", []))
+
+
 def candidate_targets(scn: Scenario, topo: Topology, model: EffectModel) -> list[str]:
     target = scn.data["vary"]["target"]
     kinds = set(target.get("kinds") or model.target_kinds)
-    exclude = set(target.get("exclude", [])) | topo.users
+    exclude = exclude_of(scn) | topo.users
     called = target.get("called", True)
     return sorted(e for e, ent in topo.entities.items()
                   if ent.get("kind") in kinds and e not in exclude and (not called or topo.system_callers(e)))
@@ -114,7 +121,7 @@ def load_template(scn: Scenario) -> Template:
         if arg["fault"] not in faults:
             problems.append(Problem(f, f"{where}.fault", f"no fault named '{arg['fault']}' in faults"))
             continue
-        if arg["fault"] == name and arg["arg"] == model.target_arg:
+        if arg["fault"] == name and arg["arg"] in (model.target_arg, model.source_arg):
             problems.append(Problem(f, f"{where}.arg", "the target is drawn by vary.target, not by args"))
             continue
         if ("range" in arg) == ("choices" in arg):
@@ -135,5 +142,7 @@ def load_template(scn: Scenario) -> Template:
         axes.append([(arg["fault"], arg["arg"], v) for v in values])
     if problems:
         raise SpecInvalid(problems)
-    variations = [Variation(t, tuple(combo)) for t in targets for combo in itertools.product(*axes)]
+    places = [(None, t) for t in targets] if model.source_arg is None else [
+        (s, t) for t in targets for s in topo.system_callers(t) if s not in exclude_of(scn)]
+    variations = [Variation(t, tuple(combo), s) for s, t in places for combo in itertools.product(*axes)]
     return Template(scn, fault, model, topo, variations)
