@@ -44,7 +44,14 @@ class EffectModel:
     source_arg: str | None = None
     """Set for a fault on one call path (a network fault): the argument naming the caller whose calls it hits."""
     travels: int | None = None
-    """How many callers up the effect is seen (None: up to the entry)."""
+    """How many callers up the chain goes (None: up to the entry)."""
+    alert_hops: int | None = None
+    """How many callers up the effect raises alerts (None: as far as the chain goes)."""
+    root_cause: str = "instance"
+    """`instance`: the target's only instance is the root cause (the service when it has several); `service`: the
+    service (a fault in its code or configuration, whatever instance serves)."""
+    alerts_on: str = "instances"
+    """Where target_alerts fire: on each of the target's `instances`, or on the `service`."""
 
     def alerts_for(self, tech: str | None) -> list[str]:
         return list(self.target_alerts.get(tech or "", self.target_alerts.get("default", [])))
@@ -91,7 +98,10 @@ def load_effect_model(role: str) -> EffectModel:
                        mitigation=str(data.get("mitigation", "Remove the change that caused it")),
                        resolution_steps=int(data.get("resolution_steps", 1)),
                        source_arg=str(data["source_arg"]) if data.get("source_arg") else None,
-                       travels=int(data["travels"]) if data.get("travels") is not None else None)
+                       travels=int(data["travels"]) if data.get("travels") is not None else None,
+                       alert_hops=int(data["alert_hops"]) if data.get("alert_hops") is not None else None,
+                       root_cause=str(data.get("root_cause", "instance")),
+                       alerts_on=str(data.get("alerts_on", "instances")))
 
 
 def unknown_alerts(model: EffectModel, defined: set[str]) -> list[Problem]:
@@ -110,6 +120,9 @@ class Topology:
         edges = data.get("edges", [])
         self.owned: dict[str, list[str]] = {}
         self.callers: dict[str, list[str]] = {}
+        # Calls whose caller degrades gracefully when the callee fails (the frontend renders a page without ads):
+        # the callee's errors do not become the caller's.
+        self.degrades = {(e["source"], e["target"]) for e in edges if e.get("type") == "calls" and e.get("degrades")}
         for e in edges:
             if e.get("type") == "owns" and self.entities.get(e["target"], {}).get("kind") == "instance":
                 self.owned.setdefault(e["source"], []).append(e["target"])
@@ -167,21 +180,32 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     propagations, faults, mitigations, evidence, and the propagation length and technologies of its chain. A
     fault on one call path (`source` calls `target`) travels from the target through that caller only."""
     instances = topo.instances(target)
-    root = instances[0] if len(instances) == 1 else target
+    root = instances[0] if len(instances) == 1 and model.root_cause == "instance" else target
     fill = {"target": target, "source": source or ""}
-    alerts = [{"name": a, "entity": inst} for a in model.alerts_for(topo.tech(target)) for inst in instances]
+    on = instances if model.alerts_on == "instances" else [target]
+    alerts = [{"name": a, "entity": where} for a in model.alerts_for(topo.tech(target)) for where in on]
     paths = [[target, *p] for p in topo.paths_to_entry(source)] if source else topo.paths_to_entry(target)
-    if model.travels is not None:
-        paths = list({tuple(p[:model.travels + 1]): p[:model.travels + 1] for p in paths}.values())
+    cut: list[list[str]] = []
+    for path in paths:  # a caller that degrades gracefully ends the chain
+        end = next((i + 2 for i in range(len(path) - 1) if (path[i + 1], path[i]) in topo.degrades), len(path))
+        end = min(end, model.travels + 1) if model.travels is not None else end
+        cut.append(path[:end])
+    paths = list({tuple(p): p for p in cut}.values())
     chain: list[tuple[str, str]] = []
     for path in paths:
         for callee, caller in itertools.pairwise(path):
             if (callee, caller) not in chain:
                 chain.append((callee, caller))
     on_path = list(dict.fromkeys(s for path in paths for s in path[1:]))
-    for service in on_path:
+    hops = {s: min(p.index(s) for p in paths if s in p) for s in on_path}
+    for callee, service in chain:
+        if model.alert_hops is not None and hops[service] > model.alert_hops:
+            continue
+        effects = [e for e in model.caller_effects
+                   if e == "latency" or (service, callee) not in topo.degrades]
         table = ENTRY_ALERTS if service in topo.entries and service != source else CALLER_ALERTS
-        alerts += [{"name": table[e], "entity": service} for e in model.caller_effects if e in table]
+        alerts += [{"name": table[e], "entity": service} for e in effects
+                   if e in table and {"name": table[e], "entity": service} not in alerts]
     entities = [{"id": root, "aliases": aliases(topo, root), "rootCause": True, "layer": model.layer,
                  "faultType": model.fault_type}]
     entities += [{"id": s, "aliases": aliases(topo, s)} for s in on_path]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from orchestrator.argspecs import role_dir
+from orchestrator.argspecs import entry_options, role_dir
 from orchestrator.errors import Problem, SpecInvalid
 from orchestrator.generation.effects import EffectModel, Topology, has_effect_model, load_effect_model, unknown_alerts
 from orchestrator.role_topology import load_topology
@@ -58,13 +58,23 @@ def exclude_of(scn: Scenario) -> set[str]:
     return set(scn.data["vary"]["target"].get("exclude", []))
 
 
+def role_choices(role: str, arg: str) -> list[Any] | None:
+    """The values the fault role's argument spec allows for `arg` (None: any)."""
+    options = entry_options(role, "inject")
+    choices = options.get(f"{role}_{arg}", {}).get("choices")
+    return list(choices) if choices else None
+
+
 def candidate_targets(scn: Scenario, topo: Topology, model: EffectModel) -> list[str]:
+    """The entities the predicate of `vary.target` matches that the fault role can take as its target."""
     target = scn.data["vary"]["target"]
     kinds = set(target.get("kinds") or model.target_kinds)
     exclude = exclude_of(scn) | topo.users
     called = target.get("called", True)
+    allowed = role_choices(model.role, model.target_arg)
     return sorted(e for e, ent in topo.entities.items()
-                  if ent.get("kind") in kinds and e not in exclude and (not called or topo.system_callers(e)))
+                  if ent.get("kind") in kinds and e not in exclude and (not called or topo.system_callers(e))
+                  and (allowed is None or e in allowed))
 
 
 @dataclass(frozen=True)
