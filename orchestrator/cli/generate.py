@@ -53,7 +53,7 @@ def generate_into(template_names: tuple[str, ...], seed: str, count: int, out: P
             if target.exists():
                 shutil.rmtree(target)
             (Path(tmp) / inst.id).rename(target)
-    return {"out": str(out), "count": len(generated.instances),
+    return {"out": str(out), "requested": count, "count": len(generated.instances),
             "instances": [{"id": i.id, "template": i.template, "level": i.spec["metadata"]["complexity"]["level"],
                            "draw": i.variation.key()} for i in generated.instances],
             "dropped": generated.dropped,
@@ -86,7 +86,9 @@ def generate(templates: tuple[str, ...], seed: str | None, seed_file: Path | Non
         click.echo(f"{inst['id']}  {inst['level']:<6}  {inst['template']}  {inst['draw']}")
     for drop in result["dropped"]:
         click.echo(f"dropped {drop['template']} {drop['draw']}: {drop['reason']}")
-    click.echo(f"{result['count']} instance(s) written to {result['out']}")
+    short = f" ({result['requested']} asked; the rest of the draws were dropped)" \
+        if result["count"] < result["requested"] else ""
+    click.echo(f"{result['count']} instance(s) written to {result['out']}{short}")
 
 
 COMMANDS = (generate,)

@@ -87,20 +87,26 @@ def incident_key(spec: dict[str, Any]) -> str:
 
 
 def generate(templates: list[Template], seed: str, count: int) -> Generated:
-    """`count` instances drawn from `templates` with `seed` (see the module's docstring)."""
+    """`count` instances drawn from `templates` with `seed` (see the module's docstring). Each template walks its
+    variations in an order its own stream shuffles, keeping draws until it has its share: a draw that shows no
+    alert, or that repeats an incident already drawn, is dropped with its reason and the next one is taken."""
     out = Generated()
     seen: dict[str, str] = {}
     for template, n in zip(templates, shares(count, templates), strict=True):
         rng = _rng(seed, template.scenario.id)
-        for variation in rng.sample(template.variations, n):
+        kept = 0
+        for variation in rng.sample(template.variations, len(template.variations)):
+            if kept == n:
+                break
             inst = build(template, variation, instance_id(seed, template.scenario.id, variation))
-            key = incident_key(inst.spec)
-            if key in seen:
-                out.dropped.append({"template": template.scenario.id, "draw": variation.key(),
-                                    "reason": f"the same incident as {seen[key]}"})
+            reason = ("no alert would fire: nothing shows the incident" if not inst.ground_truth["alerts"] else
+                      f"the same incident as {seen[key]}" if (key := incident_key(inst.spec)) in seen else "")
+            if reason:
+                out.dropped.append({"template": template.scenario.id, "draw": variation.key(), "reason": reason})
                 continue
             seen[key] = inst.id
             out.instances.append(inst)
+            kept += 1
     return out
 
 
