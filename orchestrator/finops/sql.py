@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,3 +161,46 @@ class BillingDatabase:
                 span = {"first_charge_period_start": json_value(first), "last_charge_period_end": json_value(last)}
         return {"table": table, "rows": int(rows), "columns": [{"name": c, "type": t} for c, t in cols],
                 "charge_periods": span}
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FROZEN_COMPRESSION_LEVEL = 9
+"""zstd level of a frozen billing table: a 36 836-row scenario table is 1.14 MB at 9, 1.32 MB at 3 and 1.09 MB at 19
+(which takes five times longer to write)."""
+
+
+def _table_name(table: str) -> str:
+    if not _IDENTIFIER.match(table):
+        raise SqlError("error", f"not a plain table name: {table!r}")
+    return table
+
+
+def export_table(database: Path, table: str, dest: Path) -> int:
+    """Write `table` of the DuckDB file `database` to the Parquet file `dest` (zstd), rows in their stored order,
+    columns and types as the table has them; returns the row count. Nothing else of the database is copied."""
+    name = _table_name(table)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(database), read_only=True) as con:
+        con.execute("SET preserve_insertion_order = true")
+        con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{_quoted(dest)}' "
+                    f"(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL {FROZEN_COMPRESSION_LEVEL})")
+        (rows,) = con.execute(f'SELECT count(*) FROM "{name}"').fetchone() or (0,)
+    return int(rows)
+
+
+def import_table(parquet: Path, database: Path, table: str) -> int:
+    """A new DuckDB file `database` holding `table` loaded from `parquet` (rows in file order), made read-only on
+    disk: what `BillingDatabase` serves a frozen run. Returns the row count."""
+    name = _table_name(table)
+    database.parent.mkdir(parents=True, exist_ok=True)
+    database.unlink(missing_ok=True)
+    with duckdb.connect(str(database)) as con:
+        con.execute("SET preserve_insertion_order = true")
+        con.execute(f"CREATE TABLE \"{name}\" AS SELECT * FROM read_parquet('{_quoted(parquet)}')")
+        (rows,) = con.execute(f'SELECT count(*) FROM "{name}"').fetchone() or (0,)
+    database.chmod(0o444)
+    return int(rows)
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")

@@ -14,6 +14,7 @@ A snapshot is a directory recorded at handover of one live run (see docs/snapsho
       changes.json                  the change journal's entries of the window (deploys, releases, flag switches)
       browser/                      the browser capture served at handover (orchestrator.cuj's layout: cuj.json,
                                     per journey its report, screenshots, console, network, DOM, storage, spans)
+      billing/<table>.parquet       the billing table a FinOps data environment served (all its rows, zstd)
 
 Every file is listed in `snapshot.json` with its sha256 and size; `verify` refuses a snapshot whose files differ
 from the list in any way (changed, missing, or an unlisted extra file: nothing unverified is ever served).
@@ -53,7 +54,9 @@ TSDB_DIR = "metrics/tsdb"
 TELEMETRY_DIR = "telemetry"
 CHANGES = "changes.json"
 BROWSER_DIR = "browser"
-FAMILIES = ("alerts", "metrics", "logs", "traces", "topology", "services", "changes", "browser")
+BILLING_DIR = "billing"
+"""The billing table the FinOps data environment served, as `billing/<table>.parquet` (zstd), exactly its rows."""
+FAMILIES = ("alerts", "metrics", "logs", "traces", "topology", "services", "changes", "browser", "billing")
 """Evidence families a snapshot can hold. `services` is the recorded answers of list_services/describe_service."""
 
 _HASH_CHUNK = 1 << 20
