@@ -38,8 +38,13 @@ RECORD = "record"
 """The purpose (store.PURPOSES) of recording runs: the harness's own, never counted as agent results."""
 SNAPSHOT_STEP = "snapshot"
 REPLAYABLE_KINDS = frozenset({"diagnose"})
-"""Task kinds a frozen incident can pose: they read evidence. Mitigation changes the world; CISO assessments and
-FinOps analyses read evidence the snapshot does not capture (host files, cost data)."""
+"""Task kinds a frozen incident can pose: they read evidence. Mitigation changes the world; CISO assessments read
+evidence the snapshot does not capture (host files, cluster state)."""
+BILLING_KINDS = frozenset({"analyze"})
+"""Task kinds a frozen FinOps data environment can pose too: analyses of the billing table, which a snapshot holds."""
+BILLING_APPLICATIONS = frozenset({"finops_data"})
+"""Environments whose evidence is the billing table (roles/env_finops_data): the `billing` family of a snapshot."""
+REPLAYABLE_BILLING_STORES = frozenset({"duckdb"})
 REPLAYABLE_BACKENDS = frozenset({"local"})
 LIVE_ONLY_APPLICATIONS = frozenset({"workspace"})
 DEFAULT_WINDOW_CAP_S = 1800.0
@@ -54,7 +59,13 @@ def not_replayable(scn: Scenario) -> str | None:
     if scn.data["environment"]["application"] in LIVE_ONLY_APPLICATIONS:
         return ("runs in a DevOps workspace: its evidence is what a terminal finds in a live container (processes, "
                 "builds), which a snapshot does not freeze")
-    kinds = sorted({t["kind"] for t in scn.data["tasks"]} - REPLAYABLE_KINDS)
+    application = scn.data["environment"]["application"]
+    replayable = REPLAYABLE_KINDS | (BILLING_KINDS if application in BILLING_APPLICATIONS else frozenset())
+    store = str((scn.data["environment"].get("args") or {}).get("store") or "duckdb")
+    if application in BILLING_APPLICATIONS and store not in REPLAYABLE_BILLING_STORES:
+        return (f"keeps its billing data in {store}: a replay serves the recorded table with DuckDB, whose answers "
+                f"(column names, types) differ from {store}'s")
+    kinds = sorted({t["kind"] for t in scn.data["tasks"]} - replayable)
     if kinds:
         return (f"has {', '.join(kinds)} task(s): a frozen incident can only pose "
                 f"{', '.join(sorted(REPLAYABLE_KINDS))} tasks (mitigation and DevOps work need the live world)")
@@ -62,7 +73,8 @@ def not_replayable(scn: Scenario) -> str | None:
 
 
 def replayable_scenarios() -> list[Scenario]:
-    """Every scenario `record --all` records: diagnosis-only scenarios of the local backend, validated."""
+    """Every scenario `record --all` records: diagnosis-only scenarios of the local backend and the FinOps data
+    analyses (DuckDB store), validated."""
     return [checked(s) for s in map(load_scenario, spec_files()) if not_replayable(s) is None]
 
 

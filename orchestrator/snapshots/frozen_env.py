@@ -8,7 +8,8 @@ the run directory (`<run>/snapshot/`: the JSON answers and the telemetry, hard-l
 since nothing writes to them), starts the frozen Prometheus on a private copy of the TSDB (`<run>/prometheus/`,
 pid file included, so `opsbench cleanup` after a SIGKILL can stop it) and writes `<run>/environment.json` with a
 `frozen` section, which the gateway's load_context turns into a FrozenEvidence. teardown stops that Prometheus and
-removes the copies. Both are idempotent.
+removes the copies. A snapshot's billing table (`billing/<table>.parquet`) is loaded into a read-only DuckDB
+file in the copy, which the gateway's billing tools query as they queried the live dataset. Both are idempotent.
 """
 
 from __future__ import annotations
@@ -49,7 +50,31 @@ def copy_served(info: fmt.SnapshotInfo, dest: Path) -> None:
             _link_or_copy(info.path / rel, dest / rel)
 
 
-def environment(info: fmt.SnapshotInfo, copy: Path, prometheus_url: str | None) -> dict[str, Any]:
+def billing_table(info: fmt.SnapshotInfo) -> str | None:
+    """The name of the billing table a snapshot holds (`billing/<table>.parquet`), None when it holds none."""
+    tables = sorted(rel for rel in info.files if rel.startswith(f"{fmt.BILLING_DIR}/") and rel.endswith(".parquet"))
+    if "billing" not in info.families or not tables:
+        return None
+    if len(tables) > 1:
+        raise fmt.SnapshotError(info.path, fmt.BILLING_DIR, f"holds {len(tables)} tables; a snapshot holds one")
+    return Path(tables[0]).stem
+
+
+def load_billing(info: fmt.SnapshotInfo, copy: Path) -> dict[str, str] | None:
+    """The snapshot's billing table loaded into a read-only DuckDB file in the run's copy, which the gateway's
+    `BillingDatabase` serves as it served the live dataset; None when the snapshot holds no billing table."""
+    table = billing_table(info)
+    if table is None:
+        return None
+    from orchestrator.finops.sql import import_table
+
+    database = copy / fmt.BILLING_DIR / f"{table}.duckdb"
+    import_table(info.path / fmt.BILLING_DIR / f"{table}.parquet", database, table)
+    return {"database": str(database), "table": table}
+
+
+def environment(info: fmt.SnapshotInfo, copy: Path, prometheus_url: str | None,
+                billing: dict[str, str] | None = None) -> dict[str, Any]:
     """environment.json of a frozen environment: the topology and container prefix the live run published (so
     scope rules and names are the live ones), no endpoints, and the `frozen` section."""
     manifest = json.loads((copy / fmt.MANIFEST).read_text())
@@ -77,6 +102,7 @@ def environment(info: fmt.SnapshotInfo, copy: Path, prometheus_url: str | None) 
             "telemetry": str(telemetry) if telemetry.is_dir() else None,
             "prometheus": prometheus_url,
             "manifest": str(copy / fmt.MANIFEST),
+            **({"billing": billing} if billing else {}),
         },
     }
 
@@ -93,12 +119,13 @@ def deploy(snapshot: Path, run_dir: Path, *, scenario: str | None = None) -> dic
     copy = run_dir / COPY_DIR
     try:
         copy_served(info, copy)
+        billing = load_billing(info, copy)
         url = None
         if "metrics" in info.families:
             prometheus = FrozenPrometheus(info.tsdb_dir, run_dir / PROMETHEUS_DIR).start()
             url = prometheus.url
             prometheus.process = None  # detached: it outlives this program; teardown stops it by its pid file
-        env = environment(info, copy, url)
+        env = environment(info, copy, url, billing)
         tmp = run_dir / f".{ENVIRONMENT}.tmp"
         tmp.write_text(json.dumps(env, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, run_dir / ENVIRONMENT)

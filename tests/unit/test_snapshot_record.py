@@ -137,7 +137,14 @@ def test_evidence_window_is_capped() -> None:
 def test_which_scenarios_can_be_recorded() -> None:
     every = {s.id for s in rec.replayable_scenarios()}
     assert {"shop-cart-down", "shop-healthy-baseline", "loopweb-web-down"} <= every
-    assert not {i for i in every if i.startswith(("k8s-", "ciso-", "finops-"))}
+    assert not {i for i in every if i.startswith(("k8s-", "ciso-"))}
+    # FinOps data analyses on the DuckDB store are recorded (the billing family); cost incidents and the
+    # PostgreSQL store are not.
+    assert {i for i in every if i.startswith("finops-")} == {
+        "finops-allocation-ratio", "finops-anomaly-detection", "finops-anomaly-ranking", "finops-cost-by-category",
+        "finops-cost-variance", "finops-discount-coverage", "finops-peak-to-average", "finops-top-applications"}
+    with pytest.raises(OpsBenchError, match="keeps its billing data in postgres"):
+        rec.choose(["finops-top-applications-postgres"], False)
     assert "shop-cart-down-mitigate" not in every
     with pytest.raises(OpsBenchError, match="has mitigate task"):
         rec.choose(["shop-cart-down-mitigate"], False)

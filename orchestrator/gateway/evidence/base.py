@@ -97,6 +97,8 @@ class EvidenceSource(ABC):
     """The backend control tools act through; always None for a frozen source."""
     cost: dict[str, Any] | None = None
     billing_file: Path | None = None
+    """The billing table's DuckDB file (live: the FinOps data environment's dataset; frozen: the snapshot's table
+    loaded at deploy), None when there is none."""
     billing_postgres: dict[str, Any] | None = None
     billing_table: str = "billing"
     changes_file: Path | None = None
@@ -108,6 +110,7 @@ class EvidenceSource(ABC):
 
     def __init__(self) -> None:
         self._store: TelemetryStore | None = None
+        self._billing: Any = None
         self._lock = threading.Lock()
 
     # -- time ---------------------------------------------------------------------------------------------------
@@ -169,8 +172,28 @@ class EvidenceSource(ABC):
         """describe_service's answer for one visible service (already checked against the scope)."""
 
     def billing(self) -> Any:
-        """The read-only billing database (orchestrator.finops.sql.BillingDatabase or its PostgreSQL twin)."""
-        raise ToolError("not_supported", "this environment publishes no billing data")
+        """The read-only billing database (orchestrator.finops.sql.BillingDatabase over `billing_file`, or its
+        PostgreSQL twin over `billing_postgres`), opened once and shared by every thread."""
+        if self.billing_file is None and self.billing_postgres is None:
+            raise ToolError("not_supported", "this environment publishes no billing data")
+        from orchestrator.finops.sql import BillingDatabase, SqlError
+
+        with self._lock:
+            if self._billing is None:
+                try:
+                    if self.billing_postgres is not None:
+                        from orchestrator.finops.pgstore import PostgresBillingDatabase
+
+                        pg = self.billing_postgres
+                        self._billing = PostgresBillingDatabase(
+                            str(pg["host"]), int(pg["port"]), str(pg["user"]),
+                            Path(pg["password_file"]).read_text().strip())
+                    else:
+                        assert self.billing_file is not None
+                        self._billing = BillingDatabase(self.billing_file)
+                except SqlError as exc:
+                    raise ToolError("backend_error", exc.message) from None
+            return self._billing
 
     def changes(self) -> list[dict[str, Any]]:
         """The change journal's entries (id, time, service, kind, summary, source, details), oldest first."""
@@ -203,3 +226,6 @@ class EvidenceSource(ABC):
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            if self._billing is not None:
+                self._billing.close()
+                self._billing = None

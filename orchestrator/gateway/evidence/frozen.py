@@ -2,12 +2,14 @@
 
 Alerts are `alerts.json` (Alertmanager's answer at handover, in get_alerts' item shape), PromQL goes to a frozen
 Prometheus on a private copy of the snapshot's TSDB (roles/env_snapshot starts it), logs and traces are read by the
-usual TelemetryStore from the snapshot's `telemetry/`, the topology is `topology.json` and list_services /
-describe_service are the recorded answers in `services.json`. "Now" is the frozen now (handover time), so every
+usual TelemetryStore from the snapshot's `telemetry/`, the topology is `topology.json`, list_services /
+describe_service are the recorded answers in `services.json`, and the billing tools query the snapshot's billing
+table (`billing/<table>.parquet`, loaded into a read-only DuckDB file at deploy) through the live run's
+`BillingDatabase`. "Now" is the frozen now (handover time), so every
 relative time and default window means what it meant live.
 
 The incident is frozen: tools that act on the environment (restart, scale, toggle_flag, set_budget, ...) are not
-offered, and nothing that was not recorded (billing, cost) is either.
+offered, and nothing that was not recorded (cost) is either.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ SERVICES = "services.json"
 CHANGES = "changes.json"
 BROWSER = "browser"
 SERVING: dict[str, str] = {"alerts": "alerts", "metrics": "metrics", "logs": "logs", "traces": "traces",
-                           "topology": "topology", "control": "services", "changes": "changes", "browser": "browser"}
+                           "topology": "topology", "control": "services", "changes": "changes", "browser": "browser",
+                           "billing": "billing"}
 
 
 @dataclass(eq=False)
@@ -43,6 +46,9 @@ class FrozenEvidence(EvidenceSource):
     prometheus_base: str | None = None
     """The frozen Prometheus ('http://127.0.0.1:PORT'), when the snapshot holds metrics."""
     telemetry_dir: Path | None = None
+    billing_file: Path | None = None
+    """The snapshot's billing table loaded into a read-only DuckDB file (roles/env_snapshot), when it holds one."""
+    billing_table: str = "billing"
     mode: ClassVar[Mode] = "frozen"
     _documents: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -97,6 +103,11 @@ class FrozenEvidence(EvidenceSource):
         capture = self.directory / BROWSER
         return capture if (capture / "cuj.json").is_file() else None
 
+    def billing(self) -> Any:
+        if "billing" not in self.families or self.billing_file is None:
+            raise ToolError("not_supported", f"snapshot {self.snapshot_id} holds no billing data")
+        return super().billing()
+
     def prometheus_url(self) -> str:
         if "metrics" not in self.families or not self.prometheus_base:
             raise ToolError("not_supported", f"snapshot {self.snapshot_id} holds no metrics")
@@ -133,6 +144,7 @@ def from_environment(run_dir: Path, section: dict[str, Any], inside: Any) -> Fro
     directory = inside(run_dir, section.get("dir"))
     if directory is None:
         raise ValueError(f"{run_dir / 'environment.json'}: frozen.dir must lie inside the run directory")
+    billing: dict[str, Any] = section["billing"] if isinstance(section.get("billing"), dict) else {}
     return FrozenEvidence(
         snapshot_id=str(section.get("snapshot_id") or "?"),
         directory=directory,
@@ -140,4 +152,6 @@ def from_environment(run_dir: Path, section: dict[str, Any], inside: Any) -> Fro
         families=tuple(str(f) for f in section.get("families") or ()),
         prometheus_base=str(section["prometheus"]) if section.get("prometheus") else None,
         telemetry_dir=inside(run_dir, section.get("telemetry")),
+        billing_file=inside(run_dir, billing.get("database")),
+        billing_table=str(billing.get("table") or "billing"),
     )

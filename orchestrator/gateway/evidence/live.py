@@ -8,7 +8,7 @@ and databases the environment names. This is what the gateway always did; the to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -43,7 +43,6 @@ class LiveEvidence(EvidenceSource):
     workspace: PodmanWorkspace | None = None
     """The run's workspace container (environment.json `workspace`, roles/env_workspace), for the terminal tools."""
     mode: ClassVar[Mode] = "live"
-    _billing: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         EvidenceSource.__init__(self)
@@ -111,32 +110,3 @@ class LiveEvidence(EvidenceSource):
 
     def describe_service(self, service: str) -> dict[str, Any]:
         return self.require_control().describe_service(service)
-
-    def billing(self) -> Any:
-        if self.billing_file is None and self.billing_postgres is None:
-            raise ToolError("not_supported", "this environment publishes no billing data")
-        from orchestrator.finops.sql import BillingDatabase, SqlError
-
-        with self._lock:
-            if self._billing is None:
-                try:
-                    if self.billing_postgres is not None:
-                        from orchestrator.finops.pgstore import PostgresBillingDatabase
-
-                        pg = self.billing_postgres
-                        self._billing = PostgresBillingDatabase(
-                            str(pg["host"]), int(pg["port"]), str(pg["user"]),
-                            Path(pg["password_file"]).read_text().strip())
-                    else:
-                        assert self.billing_file is not None
-                        self._billing = BillingDatabase(self.billing_file)
-                except SqlError as exc:
-                    raise ToolError("backend_error", exc.message) from None
-            return self._billing
-
-    def close(self) -> None:
-        super().close()
-        with self._lock:
-            if self._billing is not None:
-                self._billing.close()
-                self._billing = None
