@@ -399,7 +399,25 @@ def render_scenarios() -> str:
                     for f in spec.get("faults") or []]
         if injected:
             sections += ["", "Faults, in injection order: " + "; ".join(injected) + "."]
+        if isinstance(vary := spec.get("vary"), dict):
+            sections += ["", "A template ([generation.md](generation.md)): " + _vary_text(vary) + "."]
+    templates = sum(1 for spec, _gt in pairs if "vary" in spec)
+    lines[lines.index("## Index") - 1:lines.index("## Index") - 1] = [
+        f"{templates} of them are templates (a `vary` section, [generation.md](generation.md)).", ""]
     return "\n".join([*lines, "", "## Scenarios", *sections]) + "\n"
+
+
+def _vary_text(vary: dict[str, Any]) -> str:
+    """A template's `vary` section in words: what target and which arguments are drawn."""
+    target = vary.get("target") or {}
+    what = [f"the target of `{target.get('fault')}` drawn from the topology"
+            + (f" (kinds {', '.join(target['kinds'])})" if target.get("kinds") else "")
+            + (f", never {', '.join(target['exclude'])}" if target.get("exclude") else "")]
+    for arg in vary.get("args") or []:
+        values = (f"{arg['range'][0]}..{arg['range'][1]} step {arg.get('step', 1)}" if "range" in arg
+                  else ", ".join(map(str, arg.get("choices", []))))
+        what.append(f"`{arg.get('arg')}` of `{arg.get('fault')}` from {values}")
+    return "; ".join(what)
 
 
 # Every generated doc: path relative to the project root -> its renderer.
