@@ -50,7 +50,8 @@ def _problems(exc: BaseException) -> list[dict[str, str]]:
 
 class GuardedGroup(click.Group):
     """A group whose commands end every error the same way (see the module docstring): an OpsBenchError, a usage
-    error under --json, and, as a last resort for a reader that let one through, input nested too deeply."""
+    error under --json, and, as a last resort for a reader that let one through (without the file's name, which
+    the shared readers give), input nested too deeply or not UTF-8."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_JSON] = "--json" in args
@@ -69,6 +70,8 @@ class GuardedGroup(click.Group):
         except RecursionError:
             fail("an input is nested too deeply to read (thousands of levels): not a file OpsBench wrote or expects",
                  as_json=as_json)
+        except UnicodeDecodeError as exc:
+            fail(f"a file read is not UTF-8 text (byte {exc.start}): save it as UTF-8", as_json=as_json)
 
 
 def writable(out: Path, option: str) -> Path:
