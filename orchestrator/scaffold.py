@@ -27,7 +27,7 @@ from orchestrator import paths
 from orchestrator.argspecs import entry_options, load_argument_specs, role_dir
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.docgen import fault_family
-from orchestrator.errors import OpsBenchError, SpecInvalid
+from orchestrator.errors import OpsBenchError, Problem, SpecInvalid
 from orchestrator.schemacheck import load_schema
 from orchestrator.spec import SPEC_FILENAME, environment_role, spec_files
 from orchestrator.yamlfile import read_yaml
@@ -705,9 +705,21 @@ def _write_checked(target: Path, texts: dict[str, str], scenario_id: str, applic
         raise
     if problems:
         undo()
-        raise SpecInvalid(problems, f"refused: `opsbench validate` would reject scenario {scenario_id} as these "
-                                    "options make it, so nothing was written; change the options named below")
+        named = [Problem(p.file, p.path, f"{p.message} ({option})" if (option := _option_of(p.path)) else p.message)
+                 for p in problems]
+        raise SpecInvalid(named, f"refused: `opsbench validate` would reject scenario {scenario_id} as these "
+                                 "options make it, so nothing was written; change the options named below")
     return [*written, registered]
+
+
+_OPTIONS = {"propagationLength": "--propagation-length", "resolutionSteps": "--resolution-steps",
+            "technologies": "--technology", "class": "--class", ".faults": "--fault", "baseline": "--baseline-from",
+            "application": "--application", "project": "--project"}
+"""The `new scenario` option behind a field of the scaffold, to name it in a refusal."""
+
+
+def _option_of(json_path: str) -> str | None:
+    return next((option for field, option in _OPTIONS.items() if field in json_path), None)
 
 
 def register_id(scenario_id: str, application: str, faults: list[str]) -> Path:

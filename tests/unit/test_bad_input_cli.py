@@ -149,7 +149,7 @@ def test_new_scenario_refuses_what_validate_rejects_and_writes_nothing(sandbox: 
     listing = sorted(p.name for p in paths.SPECS_DIR.iterdir())
     got = CliRunner().invoke(main, ["new", "scenario", "shop-too-much", "--fault", "fault_loopweb_stop", *options])
     assert_one_error(got, field)
-    assert "nothing was written" in got.output
+    assert "nothing was written" in got.output and f"({options[0]})" in got.output
     assert paths.ID_REGISTRY.read_text() == registry
     assert sorted(p.name for p in paths.SPECS_DIR.iterdir()) == listing
     as_json = CliRunner().invoke(main, ["new", "scenario", "shop-too-much", "--fault", "fault_loopweb_stop",
