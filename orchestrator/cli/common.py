@@ -91,7 +91,7 @@ def written(option: str, out: Path, write: Callable[[Path], Any]) -> Any:
     try:
         return write(writable(out, option))
     except OSError as exc:
-        raise click.BadParameter(f"cannot write {exc.filename or out}: {exc.strerror}", param_hint=option) from exc
+        raise click.BadParameter(f"cannot write {out}: {exc.strerror}", param_hint=option) from exc
 
 
 def progress(quiet: bool) -> Progress:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from orchestrator.cli.common import echo_err, emit_json, progress
+from orchestrator.cli.common import echo_err, emit_json, progress, written
 
 _DIR = click.Path(path_type=Path, file_okay=False)
 _PATH = click.Path(path_type=Path)
@@ -77,7 +77,8 @@ def export_command(directory: Path, out: Path | None) -> None:
     """Verify the snapshot DIRECTORY and pack it into one compressed archive to share."""
     from orchestrator.snapshots.corpus import export_snapshot
 
-    made = export_snapshot(directory, out)
+    made = export_snapshot(directory, None) if out is None else \
+        written("--out", out, lambda archive: export_snapshot(directory, archive))
     click.echo(f"{made} ({made.stat().st_size / 1e6:.2f} MB)")
 
 

@@ -163,3 +163,16 @@ def test_new_scenario_still_writes_a_scaffold_validate_accepts(sandbox: Path) ->
     assert got.exit_code == 0, got.output
     assert "opsbench validate: 0 problem(s)" in got.output
     assert (paths.SPECS_DIR / "shop-fine" / "scenario.yaml").is_file()
+
+
+def test_snapshot_export_to_an_unwritable_out_is_a_usage_error(tmp_path: Path) -> None:
+    from orchestrator.snapshots.corpus import import_snapshot
+
+    sample = sorted((Path(__file__).resolve().parents[1] / "data" / "snapshots").glob("*.tar.gz"))[0]
+    snapshot = import_snapshot(sample, tmp_path / "corpus").path
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    for out in (file / "x.tar.gz", Path("/proc/opsbench-x.tar.gz")):
+        got = invoke(["snapshot", "export", str(snapshot), "--out", str(out)], tmp_path / "home")
+        assert_one_error(got, "--out")
+        assert str(out.parent if out.parent == file else out) in got.output
