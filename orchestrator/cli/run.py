@@ -93,8 +93,13 @@ def cleanup(run_ids: tuple[str, ...], teardown: bool, as_json: bool) -> None:
 @click.argument("run_id")
 def topology(run_id: str) -> None:
     """Print a deployed run's topology (declared entities and edges + calls measured from traces) as JSON."""
+    from orchestrator import paths
+    from orchestrator.jsonfile import read_json
     from orchestrator.topology import deployed_run_topology
 
+    environment = paths.runs_dir() / run_id / "environment.json"
+    if environment.is_file():
+        read_json(environment)  # not UTF-8, malformed or nested too deep: one error naming the file
     emit_json(deployed_run_topology(run_id))
 
 

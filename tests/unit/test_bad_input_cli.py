@@ -176,3 +176,11 @@ def test_snapshot_export_to_an_unwritable_out_is_a_usage_error(tmp_path: Path) -
         got = invoke(["snapshot", "export", str(snapshot), "--out", str(out)], tmp_path / "home")
         assert_one_error(got, "--out")
         assert str(out.parent if out.parent == file else out) in got.output
+
+
+@pytest.mark.parametrize("content", [b'{"topology": "caf\xe9"}', b"[" * 5000 + b"]" * 5000, b"{not json"])
+def test_topology_of_a_run_with_an_unreadable_environment_names_it(tmp_path: Path, content: bytes) -> None:
+    environment = tmp_path / "home" / "runs" / "r1" / "environment.json"
+    environment.parent.mkdir(parents=True)
+    environment.write_bytes(content)
+    assert_one_error(invoke(["topology", "r1"], tmp_path / "home"), str(environment))
