@@ -462,6 +462,22 @@ def alerts_at_frozen_now(known: list[dict[str, Any]], firing: list[dict[str, Any
     return merge_alerts(known, firing, only=firing)
 
 
+ITEM_KEYS = ("alertname", "labels", "annotations", "startsAt", "state", "fingerprint")
+"""The key order of a get_alerts item as the live source builds it (LiveEvidence.alerts)."""
+
+
+def as_served(alert: dict[str, Any]) -> dict[str, Any]:
+    """An alert with its keys in the live item's order and its labels and annotations sorted by name, as
+    Alertmanager's JSON has them (Go writes a map's keys sorted): the replay's get_alerts answer is then the live
+    one byte for byte, not only equal."""
+    item = {k: alert.get(k) for k in ITEM_KEYS}
+    for key in ("labels", "annotations"):
+        value = item[key]
+        if isinstance(value, dict):
+            item[key] = dict(sorted(value.items()))
+    return item
+
+
 def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, raw_tsdb: Path | None,
             frozen_now: float | None = None, window_start: float | None = None,
             visible_since: float | None = None, control: ControlBackend | None = None) -> fmt.SnapshotInfo:
@@ -493,7 +509,7 @@ def capture(run_dir: Path, out: Path, *, scenario_id: str, spec_version: int, ra
                 # or ended in between is wrong in one list or both; Prometheus's record of the frozen now is not.
                 alerts = alerts_at_frozen_now(alerts, firing_in_tsdb(
                     lambda path, params: ctx.evidence.prometheus(path, params), now))
-            _write(out / fmt.ALERTS, alerts)
+            (out / fmt.ALERTS).write_text(json.dumps([as_served(a) for a in alerts], indent=2) + "\n")
             families.append("alerts")
         since_ns, until_ns = to_ns(window_start), to_ns(now)
         if ctx.telemetry_dir is not None:

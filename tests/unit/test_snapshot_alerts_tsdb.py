@@ -16,6 +16,7 @@ import pytest
 from gateway_fixtures import NOW, FakeObservability, fake_control, make_run_dir
 
 from orchestrator import paths
+from orchestrator.gateway.evidence import LiveEvidence
 from orchestrator.gateway.httpjson import get_json
 from orchestrator.snapshots import capture
 from orchestrator.snapshots import format as fmt
@@ -171,6 +172,12 @@ def test_capture_adds_an_alert_only_the_tsdb_has(tmp_path: Path, obs: AlertsObse
     assert by_service["payment"]["annotations"] == handover[0]["annotations"]
     assert by_service["recommendation"]["startsAt"] == capture.rfc3339_ms(NOW - 5)
     assert alerts == sorted(alerts, key=lambda a: (a["startsAt"], a["alertname"], a["fingerprint"]))
+    # Written in the live item's key order, labels sorted as Alertmanager's JSON has them: the replay's answer is
+    # the live answer byte for byte, not only equal.
+    assert all(tuple(a) == capture.ITEM_KEYS and list(a["labels"]) == sorted(a["labels"]) for a in alerts)
+    live = LiveEvidence({"endpoints": {"alertmanager": obs.url}})
+    live_checkout = next(a for a in live.alerts() if a["labels"]["service"] == "checkout")
+    assert json.dumps(by_service["checkout"]) == json.dumps(live_checkout)
 
 
 @pytest.mark.parametrize("archive", sorted((paths.PROJECT_ROOT / "tests" / "data" / "snapshots").glob("*.tar.gz")),
