@@ -143,6 +143,10 @@ class Topology:
     def instances(self, service: str) -> list[str]:
         return sorted(self.owned.get(service, []))
 
+    def service_of(self, entity: str) -> str:
+        """The service that owns `entity` (an instance), or `entity` itself."""
+        return next((s for s, insts in self.owned.items() if entity in insts), entity)
+
     def system_callers(self, entity: str) -> list[str]:
         return sorted(c for c in self.callers.get(entity, []) if c not in self.users)
 
@@ -169,7 +173,7 @@ class Topology:
 
 def aliases(topo: Topology, entity: str) -> list[str]:
     """Names an agent may use for `entity`: its service or instances, and the usual spellings of a service name."""
-    service = next((s for s, inst in topo.owned.items() if entity in inst), entity)
+    service = topo.service_of(entity)
     names = [n for n in [service, *topo.instances(service)] if n != entity]
     names += [f"{service} service", f"{service}service", f"{service}-service"]
     return list(dict.fromkeys(names))

@@ -21,7 +21,7 @@ import yaml
 
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import OpsBenchError, Problem, SpecInvalid
-from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, derive
+from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, Topology, derive
 from orchestrator.generation.templates import Template, Variation
 
 GOALS = {
@@ -130,7 +130,7 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
     truth = derive(model, variation.target, topo, variation.source)
     for check in data["checks"].get("manifestation", []):
         if check["role"] == "check_alerts" and "firing" in check.get("args", {}):
-            check["args"] = {**check["args"], "firing": firing(truth["alerts"], variation.target, topo)}
+            check["args"] = {**check["args"], "firing": firing(truth["alerts"], topo)}
     unknown = sorted({t["kind"] for t in data["tasks"]} - set(GOALS))
     if unknown:
         raise SpecInvalid([Problem(str(scn.path), "$.tasks", f"task kinds {unknown} cannot be generated yet "
@@ -154,14 +154,13 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
     return Instance(iid, scn.id, variation, data, ground_truth)
 
 
-def firing(alerts: list[dict[str, str]], target: str, topo: Any) -> list[dict[str, str]]:
+def firing(alerts: list[dict[str, str]], topo: Topology) -> list[dict[str, str]]:
     """The manifestation check's alerts: the target's first own alert and the first alert its nearest caller
     raises, as alert labels (every shop alert carries `service`)."""
     callers = set(CALLER_ALERTS.values()) | set(ENTRY_ALERTS.values())
     own = [a for a in alerts if a["name"] not in callers]
     first_caller = [a for a in alerts if a["name"] in callers][:1]
-    service_of = {i: s for s, insts in topo.owned.items() for i in insts}
-    return [{"alertname": a["name"], "service": service_of.get(a["entity"], a["entity"])}
+    return [{"alertname": a["name"], "service": topo.service_of(a["entity"])}
             for a in [*own[:1], *first_caller]]
 
 
