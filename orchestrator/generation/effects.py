@@ -4,6 +4,9 @@ One per fault role, in ``roles/<role>/meta/effects.yml`` beside its argument spe
 and the environment's topology into the incident's ground truth: the root-cause entity (the target's only instance,
 or the service when it has several), its fault type and layer, the alerts expected on the target and on every
 service on the shortest call paths from it to the entry (the service the load generator calls), and that chain.
+A role that acts on one entity only names it (`target`) instead of an argument; a fault whose root cause is not the
+entity that fails (a traffic source overloading it: `cause`) or that breaks the target's calls to a healthy
+dependency (wrong credentials or address in the target's configuration: `dependency`) adds that first edge.
 """
 
 from __future__ import annotations
@@ -23,15 +26,16 @@ EFFECTS_FILE = Path("meta") / "effects.yml"
 CALLER_ALERTS = {"errors": "ServiceErrorRateHigh", "latency": "ServiceLatencyHigh"}
 ENTRY_ALERTS = {"errors": "CustomerErrorsHigh"}
 """What the entry service (the one users reach) shows: users see errors, not the entry's own latency alert."""
-REQUIRED = ("mechanism", "target_arg", "target_kinds", "fault_type", "layer", "target_alerts", "caller_effects",
-            "condition", "effect")
+REQUIRED = ("mechanism", "target_kinds", "fault_type", "layer", "target_alerts", "caller_effects", "condition",
+            "effect")
 
 
 @dataclass(frozen=True)
 class EffectModel:
     role: str
     mechanism: str
-    target_arg: str
+    target_arg: str | None
+    """The argument that names the target; None when the role acts on one entity only (`target`)."""
     target_kinds: tuple[str, ...]
     fault_type: str
     layer: str
@@ -52,6 +56,30 @@ class EffectModel:
     service (a fault in its code or configuration, whatever instance serves)."""
     alerts_on: str = "instances"
     """Where target_alerts fire: on each of the target's `instances`, or on the `service`."""
+    target: str | None = None
+    """The entity a role without a target argument always acts on (the ads flag acts on ads)."""
+    cause: str | None = None
+    """The root cause when it is not the target: an entity that makes the target fail (a traffic source overloading
+    it). The chain starts with cause -> target; cause_effect says what the target does."""
+    cause_effect: str = "{target} fails"
+    dependency: str | None = None
+    """A healthy entity the target calls whose calls the fault breaks from the target's side (a wrong password in
+    the target's configuration): the chain gains root cause -> dependency; the dependency raises no alert."""
+    dependency_arg: str | None = None
+    """The argument naming that dependency by address (`host[:port]`, the host an entity id), when the role takes
+    it (a wrong upstream address); instead of `dependency`."""
+    dependency_effect: str = "{target} calls to {dependency} fail"
+
+    def target_in(self, args: dict[str, Any]) -> str:
+        """The target a fault with these arguments acts on."""
+        return str(args[self.target_arg]) if self.target_arg else str(self.target)
+
+    def dependency_in(self, args: dict[str, Any] | None) -> str | None:
+        """The dependency a fault with these arguments breaks the target's calls to (None: none, or unknown)."""
+        if self.dependency_arg:
+            value = (args or {}).get(self.dependency_arg)
+            return str(value).split("://")[-1].split(":")[0].split("/")[0] if value else None
+        return self.dependency
 
     def alerts_for(self, tech: str | None) -> list[str]:
         return list(self.target_alerts.get(tech or "", self.target_alerts.get("default", [])))
@@ -81,6 +109,11 @@ def load_effect_model(role: str) -> EffectModel:
     if not isinstance(data, dict):
         raise SpecInvalid([Problem(str(path), "$", "an effect model is a YAML mapping")])
     problems = [Problem(str(path), json_path((key,)), "required") for key in REQUIRED if key not in data]
+    if ("target_arg" in data) == ("target" in data):
+        problems.append(Problem(str(path), "$.target_arg", "give either target_arg (the argument naming the target) "
+                                "or target (the one entity the role acts on)"))
+    if data.get("dependency") and data.get("dependency_arg"):
+        problems.append(Problem(str(path), "$.dependency", "give either dependency or dependency_arg"))
     effects = data.get("caller_effects", [])
     if not isinstance(effects, list) or any(e not in CALLER_ALERTS for e in effects):
         problems.append(Problem(str(path), "$.caller_effects", f"a list of {', '.join(CALLER_ALERTS)}"))
@@ -91,23 +124,31 @@ def load_effect_model(role: str) -> EffectModel:
                                 "a mapping of technology (and `default`) to a list of alert names"))
     if problems:
         raise SpecInvalid(problems)
-    return EffectModel(role=role, mechanism=str(data["mechanism"]), target_arg=str(data["target_arg"]),
+
+    def opt(key: str) -> str | None:
+        return str(data[key]) if data.get(key) else None
+
+    return EffectModel(role=role, mechanism=str(data["mechanism"]), target_arg=opt("target_arg"),
                        target_kinds=tuple(data["target_kinds"]), fault_type=str(data["fault_type"]),
                        layer=str(data["layer"]), target_alerts={k: list(v) for k, v in alerts.items()},
                        caller_effects=tuple(effects), condition=str(data["condition"]), effect=str(data["effect"]),
                        mitigation=str(data.get("mitigation", "Remove the change that caused it")),
                        resolution_steps=int(data.get("resolution_steps", 1)),
-                       source_arg=str(data["source_arg"]) if data.get("source_arg") else None,
+                       source_arg=opt("source_arg"),
                        travels=int(data["travels"]) if data.get("travels") is not None else None,
                        alert_hops=int(data["alert_hops"]) if data.get("alert_hops") is not None else None,
                        root_cause=str(data.get("root_cause", "instance")),
-                       alerts_on=str(data.get("alerts_on", "instances")))
+                       alerts_on=str(data.get("alerts_on", "instances")), target=opt("target"),
+                       cause=opt("cause"), cause_effect=str(data.get("cause_effect", EffectModel.cause_effect)),
+                       dependency=opt("dependency"), dependency_arg=opt("dependency_arg"),
+                       dependency_effect=str(data.get("dependency_effect", EffectModel.dependency_effect)))
 
 
 def unknown_alerts(model: EffectModel, defined: set[str]) -> list[Problem]:
     """The alerts `model` names that no alert rule of the environment defines."""
-    return [Problem(str(effects_file(model.role)), "$.target_alerts" if name not in CALLER_ALERTS.values() else
-                    "$.caller_effects", f"names alert {name}, which no alert rule of the environment defines")
+    own = {a for alerts in model.target_alerts.values() for a in alerts}
+    return [Problem(str(effects_file(model.role)), "$.target_alerts" if name in own else "$.caller_effects",
+                    f"names alert {name}, which no alert rule of the environment defines")
             for name in sorted(model.alert_names() - defined)]
 
 
@@ -179,13 +220,17 @@ def aliases(topo: Topology, entity: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def derive(model: EffectModel, target: str, topo: Topology, source: str | None = None) -> dict[str, Any]:
+def derive(model: EffectModel, target: str, topo: Topology, source: str | None = None,
+           args: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ground-truth parts an instance of `model` on `target` implies: entities (with the root cause), alerts,
     propagations, faults, mitigations, evidence, and the propagation length and technologies of its chain. A
-    fault on one call path (`source` calls `target`) travels from the target through that caller only."""
+    fault on one call path (`source` calls `target`) travels from the target through that caller only. `args`
+    (the fault's arguments) name the dependency of a model with `dependency_arg`."""
     instances = topo.instances(target)
-    root = instances[0] if len(instances) == 1 and model.root_cause == "instance" else target
-    fill = {"target": target, "source": source or ""}
+    own = instances[0] if len(instances) == 1 and model.root_cause == "instance" else target
+    root = model.cause or own
+    dependency = model.dependency_in(args)
+    fill = {"target": target, "source": source or "", "cause": model.cause or "", "dependency": dependency or ""}
     on = instances if model.alerts_on == "instances" else [target]
     alerts = [{"name": a, "entity": where} for a in model.alerts_for(topo.tech(target)) for where in on]
     paths = [[target, *p] for p in topo.paths_to_entry(source)] if source else topo.paths_to_entry(target)
@@ -210,14 +255,22 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
         table = ENTRY_ALERTS if service in topo.entries and service != source else CALLER_ALERTS
         alerts += [{"name": table[e], "entity": service} for e in effects
                    if e in table and {"name": table[e], "entity": service} not in alerts]
+    # The first edges of a fault whose root cause is not the failing target, or that breaks the target's calls to a
+    # healthy dependency: both start at the root cause, with the model's condition.
+    first = [(root, target, model.cause_effect)] if model.cause else []
+    first += [(root, dependency, model.dependency_effect)] if dependency else []
+    involved = [e for e in dict.fromkeys([*(t for _r, t, _e in first), *on_path]) if e != root]
     entities = [{"id": root, "aliases": aliases(topo, root), "rootCause": True, "layer": model.layer,
                  "faultType": model.fault_type}]
-    entities += [{"id": s, "aliases": aliases(topo, s)} for s in on_path]
-    propagations = [{"source": root if callee == target else callee, "target": caller,
-                     "condition": model.condition.format(**fill) if callee == target else f"{callee} fails",
-                     "effect": model.effect.format(caller=caller, target=callee)}
-                    for callee, caller in chain]
-    techs = sorted({t for s in [target, *on_path] if (t := topo.tech(s))} | {"podman"})
+    entities += [{"id": s, "aliases": aliases(topo, s)} for s in involved]
+    propagations = [{"source": src, "target": dst, "condition": model.condition.format(**fill),
+                     "effect": effect.format(**fill)} for src, dst, effect in first]
+    propagations += [{"source": own if callee == target else callee, "target": caller,
+                      "condition": model.condition.format(**fill) if callee == target and not model.cause
+                      else f"{callee} fails",
+                      "effect": model.effect.format(**{**fill, "caller": caller, "target": callee})}
+                     for callee, caller in chain]
+    techs = sorted({t for s in [target, *involved, root] if (t := topo.tech(s))} | {"podman"})
     return {
         "alerts": alerts,
         "evidence": sorted({f"alert:{a['name']}" for a in alerts}),
@@ -226,6 +279,6 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
         "faults": [{"entity": root, "mechanism": model.mechanism}],
         "mitigations": [{"description": model.mitigation.format(**fill) + "; the alerts resolve.",
                          "actions": [model.mitigation.format(**fill).lower()]}],
-        "propagation_length": 1 + len(on_path) if paths else 1,
+        "propagation_length": (1 + len(on_path) if paths else 1) + (1 if model.cause else 0),
         "technologies": techs,
     }

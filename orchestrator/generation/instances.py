@@ -118,16 +118,20 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
     data.pop("groundTruth", None)
     app = data["environment"]["application"]
     names = {f["name"]: f"f{i}" for i, f in enumerate(data["faults"], 1)}
+    varied_args: dict[str, Any] = {}
     for f in data["faults"]:
         if f["name"] == template.fault["name"]:
-            f["args"] = {**f.get("args", {}), model.target_arg: variation.target}
+            if model.target_arg:  # else the role acts on its one entity
+                f["args"] = {**f.get("args", {}), model.target_arg: variation.target}
             if model.source_arg:
                 f["args"][model.source_arg] = variation.source
         for fault, arg, value in variation.args:
             if f["name"] == fault:
                 f["args"] = {**f.get("args", {}), arg: value}
+        if f["name"] == template.fault["name"]:
+            varied_args = f.get("args", {})  # they may name the dependency the fault breaks
         f["name"] = names[f["name"]]
-    truth = derive(model, variation.target, topo, variation.source)
+    truth = derive(model, variation.target, topo, variation.source, varied_args)
     for check in data["checks"].get("manifestation", []):
         if check["role"] == "check_alerts" and "firing" in check.get("args", {}):
             check["args"] = {**check["args"], "firing": firing(truth["alerts"], topo)}

@@ -71,7 +71,8 @@ def candidate_targets(scn: Scenario, topo: Topology, model: EffectModel) -> list
     kinds = set(target.get("kinds") or model.target_kinds)
     exclude = exclude_of(scn) | topo.users
     called = target.get("called", True)
-    allowed = role_choices(model.role, model.target_arg)
+    # A role without a target argument acts on its one entity (still subject to the predicate).
+    allowed = role_choices(model.role, model.target_arg) if model.target_arg else [model.target]
     return sorted(e for e, ent in topo.entities.items()
                   if ent.get("kind") in kinds and e not in exclude and (not called or topo.system_callers(e))
                   and (allowed is None or e in allowed))
@@ -131,7 +132,7 @@ def load_template(scn: Scenario) -> Template:
         if arg["fault"] not in faults:
             problems.append(Problem(f, f"{where}.fault", f"no fault named '{arg['fault']}' in faults"))
             continue
-        if arg["fault"] == name and arg["arg"] in (model.target_arg, model.source_arg):
+        if arg["fault"] == name and arg["arg"] in {model.target_arg, model.source_arg} - {None}:
             problems.append(Problem(f, f"{where}.arg", "the target is drawn by vary.target, not by args"))
             continue
         if ("range" in arg) == ("choices" in arg):

@@ -73,8 +73,7 @@ def test_the_effect_model_reproduces_the_fixed_ground_truth(template: str) -> No
     its propagation chain, and every alert of the derived set is one the fixed ground truth expects."""
     scn = find_scenario(template)
     t = load_template(scn)
-    target = t.fault["args"][t.model.target_arg]
-    derived = derive(t.model, target, t.topology)
+    derived = derive(t.model, t.model.target_in(t.fault["args"]), t.topology, args=t.fault["args"])
     fixed = yaml.safe_load(scn.ground_truth_path.read_text())
     root = next(e for e in fixed["entities"] if e.get("rootCause"))
     mine = derived["entities"][0]
