@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
@@ -27,6 +27,8 @@ help:
 	@echo "make docs                    regenerate the reference docs and catalogs"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
+	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex) under .agents/ (npm, pinned)"
+	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
 	@echo "make reliability             interruptions at every phase, own faults, idempotence, fuzzing, isolation audit"
 	@echo "make fuzz                    random property/API fuzzing, 10x the cases; prints the seed [SEED=<n> replays]"
 	@echo "make bench                   orchestrator vs bare ansible-playbook over a fault cycle"
@@ -94,6 +96,13 @@ fuzz:
 
 test-unit:
 	@$(BIN)/pytest -n $(TEST_WORKERS) tests/unit $(PYTEST_ARGS)
+
+# The agent presets' CLIs (pinned, project-local, not part of setup: ~800 MB) and their tests with the real binaries.
+agents:
+	@$(BIN)/python -m orchestrator.agents.presets.install
+
+test-agents:
+	@$(BIN)/pytest -m agents tests/e2e/test_agent_presets.py $(PYTEST_ARGS)
 
 lint:
 	$(BIN)/ansible-lint --offline --profile production -q playbooks roles

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import sandbox
+from orchestrator.agents.presets.route import model_route
+from orchestrator.errors import OpsBenchError
 
 
 @dataclass
@@ -30,9 +33,10 @@ ORCHESTRATOR_SECRETS = frozenset({"OPSBENCH_JUDGE_API_KEY", "OPSBENCH_JUDGE_API_
                                   "OPSBENCH_AGENT_API_KEY_FILE"})
 
 
-def agent_environ(environ: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """The environment a command agent gets: the caller's, less the orchestrator's own secrets, plus ``extra``."""
-    hidden = set(ORCHESTRATOR_SECRETS)
+def agent_environ(environ: Mapping[str, str], extra: Mapping[str, str], hide: Iterable[str] = ()) -> dict[str, str]:
+    """The environment a command agent gets: the caller's, less the orchestrator's own secrets and ``hide``, plus
+    ``extra``."""
+    hidden = set(ORCHESTRATOR_SECRETS) | set(hide)
     judge_key_env = environ.get("OPSBENCH_JUDGE_API_KEY_ENV")  # the judge may read its key from another variable
     if judge_key_env and not judge_key_env.startswith("OPSBENCH_LLM_"):
         hidden.add(judge_key_env)
@@ -63,16 +67,20 @@ def run_agent(
     interrupted: Callable[[], bool],
     on_start: Callable[[int], None],
     secret_files: Iterable[Path] = (),
+    sandbox_environ: Mapping[str, str] | None = None,
+    hide: Iterable[str] = (),
 ) -> AgentResult:
     """Run ``command`` through /bin/sh in ``agent_dir/workspace`` (contained: orchestrator/sandbox/) until it
-    exits or the budget ends. ``secret_files``: files the agent must not read wherever they are."""
+    exits or the budget ends. ``secret_files``: files the agent must not read wherever they are;
+    ``sandbox_environ``: the settings the sandbox reads, when not the process's; ``hide``: variables kept from it."""
     try:
-        prepared = sandbox.prepare(command, agent_dir, os.environ, secret_files)
+        prepared = sandbox.prepare(command, agent_dir, os.environ if sandbox_environ is None else sandbox_environ,
+                                   secret_files)
     except (sandbox.SandboxUnavailable, ValueError) as exc:
         return AgentResult("not_started", None, 0.0, str(exc), isolation={"sandbox": "none", "reason": str(exc)})
     try:
-        result = _supervise(prepared, agent_dir, prepared.environ(agent_environ(os.environ, env)), budget_seconds,
-                            interrupted, on_start)
+        result = _supervise(prepared, agent_dir, prepared.environ(agent_environ(os.environ, env, hide)),
+                            budget_seconds, interrupted, on_start)
     finally:
         prepared.close()
     result.isolation = prepared.isolation
@@ -88,13 +96,19 @@ def run_command_agent(command: str, agent_dir: Path, run_id: str, budget_seconds
                       secret_files: Iterable[Path] = ()) -> AgentResult:
     """A run's agent step: `command` with the manifest of `agent_dir` (the handover wrote it) and the OPSBENCH_*
     variables that name its files, contained and within the budget. Past the budget nothing counts: a late
-    output.json is kept aside as output.late.json and the run scores no submission."""
-    result = run_agent(command, agent_dir,
-                       {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"),
-                        "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
-                        "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"),
-                        "OPSBENCH_RUN_ID": run_id},
-                       budget_seconds, interrupted, on_start, secret_files)
+    output.json is kept aside as output.late.json and the run scores no submission. A preset's model traffic goes
+    through the recording proxy (orchestrator/agents/presets/route.py) for as long as the agent runs."""
+    env = {"OPSBENCH_MANIFEST": str(agent_dir / "manifest.json"), "OPSBENCH_OUTPUT": str(agent_dir / "output.json"),
+           "OPSBENCH_TRAJECTORY": str(agent_dir / "trajectory.jsonl"), "OPSBENCH_RUN_ID": run_id}
+    with contextlib.ExitStack() as stack:
+        try:
+            route = stack.enter_context(model_route(command, agent_dir, os.environ))
+        except (OpsBenchError, ValueError) as exc:
+            return AgentResult("not_started", None, 0.0, str(exc), isolation={"sandbox": "none", "reason": str(exc)})
+        result = run_agent(command, agent_dir, {**env, **route.env}, budget_seconds, interrupted, on_start,
+                           secret_files, route.sandbox_environ, route.hide)
+        if route.proxy is not None:
+            result.isolation["model_proxy"] = route.record()
     if result.status in ("timeout", "interrupted") and (agent_dir / "output.json").exists():
         (agent_dir / "output.json").replace(agent_dir / "output.late.json")
     return result

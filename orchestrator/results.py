@@ -37,6 +37,7 @@ EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "e
                  ("process", "submitted"), ("process", "calls"), ("process", "tool_coverage"),
                  ("process", "extra_calls"), ("process", "invalid_actions"),
                  ("process", "input_tokens"), ("process", "output_tokens"),
+                 ("process", "model_calls"), ("process", "cached_tokens"), ("process", "cost_usd"),
                  ("finops", "f1"), ("finops", "rank_score"), ("finops", "tokens"), ("cost", "proximity_mean"),
                  ("workspace", "stage_pass_rate"))
 OUTCOMES = ("correct", "wrong", "no_submission", "malformed", "excluded")

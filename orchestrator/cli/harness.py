@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
         _replay_campaign(scenarios, campaign_file, corpus, name, agents, trials, parallel, tool_profile, as_json,
                          quiet)
         return
+    from orchestrator.agents.presets import resolve
     from orchestrator.harness.campaign import (
         Campaign,
         describe_record,
@@ -93,6 +95,7 @@ def campaign(scenarios: tuple[str, ...], campaign_file: Path | None, name: str |
 
         read_yaml(campaign_file)  # not UTF-8, malformed or nested thousands deep: one error naming the file
     req = request(scenarios, campaign_file, name, agents, trials, parallel, tool_profile)
+    req = dataclasses.replace(req, agents=[resolve(a) or "" for a in req.agents])  # presets: checked now
     camp = Campaign(req.name)
     echo = echo_err(quiet)
     echo(f"campaign {camp.name}: {len(req.scenarios)} scenario(s) x {len(req.agents)} agent(s) x {req.trials} "
@@ -118,7 +121,9 @@ def _replay_campaign(scenarios: tuple[str, ...], campaign_file: Path | None, cor
         raise OpsBenchError("--snapshots DIR replays the snapshots of DIR: give no SCENARIOS and no --file with it")
     camp = Campaign(name or "default")
     echo = echo_err(quiet)
-    chosen = list(agents) or [""]  # "": each scenario's baseline agent
+    from orchestrator.agents.presets import resolve
+
+    chosen = [resolve(a) or "" for a in agents] or [""]  # "": each scenario's baseline agent; presets resolved
     echo(f"campaign {camp.name}: snapshots of {corpus} x {len(chosen)} agent(s) x {trials or 1} trial(s), "
          f"{parallel or 1} frozen environment(s) at once (record: {camp.file})")
     ids, _ = run_replay_campaign(camp, corpus, chosen, trials or 1, parallel or 1, progress(quiet),

@@ -13,7 +13,8 @@ from orchestrator.cli.common import agent_network_option, echo_err, emit_json, p
 @click.command()
 @agent_network_option
 @click.argument("scenario")
-@click.option("--agent", help="Agent command, run with OPSBENCH_MANIFEST set (default: the heuristic baseline agent).")
+@click.option("--agent", help="Agent command, run with OPSBENCH_MANIFEST set, or a preset (`opsbench agents`) "
+                             "(default: the heuristic baseline agent).")
 @click.option("--keep", is_flag=True, help="Leave the environment deployed after the run.")
 @click.option("--tool-profile", default="full", show_default=True,
               type=click.Choice(["full", "no-traces", "metrics-only", "observe-only"]),
@@ -28,10 +29,11 @@ from orchestrator.cli.common import agent_network_option, echo_err, emit_json, p
 def run(scenario: str, agent: str | None, keep: bool, tool_profile: str, remote_port: int | None,
         backend: str | None, as_json: bool, quiet: bool) -> None:
     """Run SCENARIO (an id or a path) end to end: deploy, inject, agent, evaluate, clean up."""
+    from orchestrator.agents.presets import resolve
     from orchestrator.run_views import render_summary
     from orchestrator.runs import exit_code, run_scenario
 
-    summary = run_scenario(scenario, agent, keep=keep, tool_profile=tool_profile, remote_port=remote_port,
+    summary = run_scenario(scenario, resolve(agent), keep=keep, tool_profile=tool_profile, remote_port=remote_port,
                            backend=backend, progress=progress(quiet), echo=echo_err(quiet))
     if as_json:
         emit_json(summary)

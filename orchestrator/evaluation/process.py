@@ -12,6 +12,10 @@ trajectory_record.schema.json``). With the ground truth's reference ``trajectory
 * ``input_tokens``/``output_tokens``: the agent's own count, reported per model call in its
   trajectory records, or as a total in the output's ``usage``, or both (then the larger: both
   report the same spend, so adding them would count it twice); None when it reports none.
+* a preset's model calls, as the recording model proxy counted them (``model-calls.jsonl``, one record per call;
+  ``orchestrator/modelproxy``): ``model_calls`` (turns), ``input_tokens``/``output_tokens`` (these replace the
+  agent's own count: the proxy saw every call), ``cached_tokens``, ``cost_usd`` (None when a call's model had no
+  price) and ``model_seconds`` (time spent waiting on the model). None without that file.
 
 Without a trajectory file the call-based metrics are None (not 0): nothing was recorded.
 """
@@ -62,10 +66,38 @@ def _tokens(records: list[dict[str, Any]], usage: Mapping[str, Any], key: str) -
     return max(per_call, total)
 
 
+def model_usage(path: Path | None) -> dict[str, Any]:
+    """The model proxy's counts of a run (``model-calls.jsonl``); every value None when there is no such file."""
+    keys = ("model_calls", "cached_tokens", "cost_usd", "model_seconds")
+    if path is None or not path.is_file():
+        return dict.fromkeys(keys)
+    calls = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            calls.append(record)
+
+    def total(key: str) -> int:
+        return sum(int(c[key]) for c in calls if isinstance(c.get(key), int) and not isinstance(c.get(key), bool))
+
+    costs = [c.get("cost_usd") for c in calls]
+    priced = all(isinstance(c, int | float) and not isinstance(c, bool) for c in costs)
+    return {"model_calls": len(calls), "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
+            "cached_tokens": total("cached_tokens"),
+            "cost_usd": round(sum(float(c) for c in costs if isinstance(c, int | float)), 8) if priced else None,
+            "model_seconds": round(sum(float(c["latency"]) for c in calls
+                                       if isinstance(c.get("latency"), int | float)), 3)}
+
+
 def score_process(trajectory_path: Path | None, output_path: Path | None,
-                  ground_truth: Mapping[str, Any], reported_path: Path | None = None) -> dict[str, Any]:
+                  ground_truth: Mapping[str, Any], reported_path: Path | None = None,
+                  model_calls_path: Path | None = None) -> dict[str, Any]:
     """Process metrics of one run (see the module docstring). ``reported_path``: the agent's own
-    trajectory when the gateway logged the calls; only its token counts are used."""
+    trajectory when the gateway logged the calls; only its token counts are used. ``model_calls_path``: the model
+    proxy's record of a preset's calls."""
     records, bad = read_trajectory(trajectory_path)
     reported, _ = read_trajectory(reported_path)
     output: dict[str, Any] = {}
@@ -88,6 +120,8 @@ def score_process(trajectory_path: Path | None, output_path: Path | None,
         "input_tokens": _tokens((records or []) + (reported or []), usage or {}, "input_tokens"),
         "output_tokens": _tokens((records or []) + (reported or []), usage or {}, "output_tokens"),
     }
+    usage_counted = model_usage(model_calls_path)
+    result.update({k: v for k, v in usage_counted.items() if v is not None or k not in result})
     if records is None:
         return result
     tools = [str(r["tool"]) for r in records]

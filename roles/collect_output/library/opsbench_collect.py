@@ -1,5 +1,6 @@
 #!/usr/bin/python
-"""Ansible module: copy the agent's output and the trajectories into the run's artifacts, in one module call.
+"""Ansible module: copy the agent's output, the trajectories and a preset's model calls into the run's artifacts,
+in one module call.
 
 One call instead of six (stat, mkdir, copy, stat x2, copy): each Ansible module call costs 0.2-0.4 s of a trial.
 Only regular files are copied, never through a symlink (an agent's output.json linking elsewhere is not followed).
@@ -58,6 +59,9 @@ def main():
     if agent:
         _copy(run / "agent" / "trajectory.jsonl",
               artifacts / ("agent-trajectory.jsonl" if gateway_exists else "trajectory.jsonl"))
+    _, model_calls = _regular(run / "gateway" / "model-calls.jsonl")  # a preset's model calls (the model proxy)
+    if model_calls:
+        _copy(run / "gateway" / "model-calls.jsonl", artifacts / "model-calls.jsonl")
     module.exit_json(changed=bool(st or gateway or agent), collect={
         "present": present, "bytes": os.lstat(output).st_size if present else 0, "sha256": sha256,
         "path": str(artifacts / "agent-output.json"), "trajectory": [gateway_exists, agent_exists]})

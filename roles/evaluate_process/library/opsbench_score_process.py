@@ -35,7 +35,8 @@ def main():
     p = module.params
     ground_truth = yaml.safe_load(Path(p["ground_truth"]).read_text())
     reported = Path(p["trajectory"]).with_name("agent-trajectory.jsonl")
-    scores = score_process(Path(p["trajectory"]), Path(p["output"]), ground_truth, reported)
+    model_calls = Path(p["trajectory"]).with_name("model-calls.jsonl")  # a preset's calls, counted by the proxy
+    scores = score_process(Path(p["trajectory"]), Path(p["output"]), ground_truth, reported, model_calls)
     if not module.check_mode:
         # The evaluation directory is made here, not by a task of its own (each module call costs a trial 0.2-0.4 s).
         Path(p["result_file"]).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
