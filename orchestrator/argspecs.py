@@ -8,6 +8,8 @@ validates a role's arguments when it runs, so offline validation and run time ag
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,18 @@ def role_dir(role: str) -> Path:
 def load_argument_specs(role: str) -> dict[str, Any]:
     """The role's entry points and their specs; empty if the role has no argument_specs.yml."""
     spec_file = role_dir(role) / "meta" / "argument_specs.yml"
-    if not spec_file.is_file():
+    try:
+        stamp = spec_file.stat()
+    except OSError:
         return {}
-    data = read_yaml(spec_file)
+    return copy.deepcopy(_parsed_specs(str(spec_file), stamp.st_mtime_ns, stamp.st_size))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_specs(spec_file: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    """One parse per version of the file: validating a spec reads a dozen roles' specs, and a generated corpus
+    validates hundreds of specs over the same roles (the file's mtime and size key the cache)."""
+    data = read_yaml(Path(spec_file))
     specs = data.get("argument_specs", {}) if isinstance(data, dict) else {}
     return specs if isinstance(specs, dict) else {}
 

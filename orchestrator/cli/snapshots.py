@@ -25,6 +25,8 @@ def snapshot() -> None:
 @click.option("--out", type=_DIR, help="Where the snapshot directories go.  [default: <state dir>/snapshots]")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 50),
               help="Snapshots per scenario (each a fresh incident on the shared environment).")
+@click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="Environments recording at once (each its own deployment).")
 @click.option("--all", "every", is_flag=True,
               help="Every replayable scenario (diagnosis tasks on the local backend).")
 @click.option("--window-cap", default=30.0, show_default=True, type=click.FloatRange(1, 24 * 60),
@@ -34,8 +36,8 @@ def snapshot() -> None:
                    "compare (same diagnosis, same scores); exits 1 on a mismatch.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def record(scenarios: tuple[str, ...], out: Path | None, repeats: int, every: bool, window_cap: float,
-           check_replay: bool, as_json: bool, quiet: bool) -> None:
+def record(scenarios: tuple[str, ...], out: Path | None, repeats: int, parallel: int, every: bool,
+           window_cap: float, check_replay: bool, as_json: bool, quiet: bool) -> None:
     """Record SCENARIOS live as snapshots: deploy, baseline, inject, manifestation, handover, capture, then
     revoke, remove, recovery and teardown as a run does. Scenarios on one environment share one deployment.
     With --check, the live trial of the baseline agent and its replay are compared (docs/snapshots.md)."""
@@ -48,7 +50,7 @@ def record(scenarios: tuple[str, ...], out: Path | None, repeats: int, every: bo
     echo = echo_err(quiet)
     echo(f"recording {len(chosen)} scenario(s) x {repeats} into {target}")
     made = record_all(chosen, target, repeats, progress(quiet), lambda r: echo(describe(r)), window_cap * 60,
-                      live_trial=check_replay)
+                      live_trial=check_replay, parallel=parallel)
     ok = bool(made) and all(r.ok for r in made)
     checks = []
     if check_replay:

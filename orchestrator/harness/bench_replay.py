@@ -32,12 +32,15 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".txz")
 
 
 def corpus_paths(directory: Path) -> list[Path]:
-    """The snapshots of a corpus directory: its snapshot directories and archives, sorted by name. An error names
-    the directory when it holds none."""
+    """The snapshots of a corpus directory (a folder of snapshots, or a built corpus: its `snapshots/`): its snapshot
+    directories and archives, sorted by name. An error names the directory when it holds none."""
+    from orchestrator.corpus.layout import CORPUS_INDEX, SNAPSHOTS
     from orchestrator.snapshots.format import INDEX
 
     if not directory.is_dir():
         raise OpsBenchError(f"{directory}: not a directory of snapshots")
+    if (directory / CORPUS_INDEX).is_file():  # a built corpus: its snapshots folder
+        directory = directory / SNAPSHOTS
     found = sorted(p for p in directory.iterdir()
                    if (p.is_dir() and (p / INDEX).is_file()) or (p.is_file() and p.name.endswith(ARCHIVE_SUFFIXES)))
     if not found:

@@ -17,8 +17,10 @@ once the step succeeded, so an interrupted or failed recording leaves no half sn
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from orchestrator import store
 from orchestrator.catalog import checked, find_scenario
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import close_host
-from orchestrator.harness.verify import environment_key
+from orchestrator.harness.verify import environment_key, tagged_progress
 from orchestrator.interrupts import Interrupts
 from orchestrator.lifecycle import Run
 from orchestrator.progress import Progress
@@ -111,10 +113,20 @@ class Recording:
     run_id: str = ""
     host: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    recovered: bool | None = None
+    """The recovery checks after the removal passed (None: they did not run)."""
+    leftovers: list[str] = field(default_factory=list)
+    """What the leftover check found after the removal."""
 
     @property
     def ok(self) -> bool:
         return self.status == "recorded"
+
+    @property
+    def clean(self) -> bool:
+        """Recorded, and the environment came back: removal and recovery passed, nothing left over. Such a
+        recording is also verify-scenarios' proof that the incident manifests and recovers."""
+        return self.ok and not self.reason and self.recovered is True and not self.leftovers
 
 
 def evidence_window(frozen_now: float, floor: float, cap_s: float) -> tuple[float, float]:
@@ -184,11 +196,17 @@ def _recording(scn: Scenario, repeat: int, trial: Run, summary: dict[str, Any], 
     if status == "completed":
         status = "error"
     reason = summary.get("reason", "")
+    leftovers = [str(x) for x in summary.get("leftovers") or []]
     if made and summary.get("cleanup") != "done":
         reason = f"recorded, but clean-up failed: {'; '.join(summary.get('cleanup_problems', []))[:300]}"
+    elif made and summary.get("recovered") is False:
+        failures = phases.get("recovery", {}).get("failures") or []
+        reason = f"recorded, but the recovery checks failed: {'; '.join(map(str, failures))[:300]}"
+    elif made and leftovers:
+        reason = f"recorded, but the removal left: {'; '.join(leftovers)[:300]}"
     return Recording(scn.id, repeat, status, reason, str(made.get("snapshot_id") or ""), str(made.get("path") or ""),
                      int(made.get("bytes") or 0), int(made.get("files") or 0), list(made.get("families") or []),
-                     list(made.get("window") or []), trial.id, host.id, seconds)
+                     list(made.get("window") or []), trial.id, host.id, seconds, summary.get("recovered"), leftovers)
 
 
 def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Progress, interrupts: Interrupts,
@@ -250,9 +268,11 @@ def remove_stale_staging(out: Path) -> list[Path]:
 
 def record(scenarios: list[Scenario], out: Path, repeats: int, progress: Progress,
            on_recording: Callable[[Recording], None] = lambda r: None,
-           cap_s: float = DEFAULT_WINDOW_CAP_S, live_trial: bool = False) -> list[Recording]:
+           cap_s: float = DEFAULT_WINDOW_CAP_S, live_trial: bool = False, parallel: int = 1) -> list[Recording]:
     """Record every scenario `repeats` times into `out`, scenarios of one environment on one shared host.
-    `live_trial`: also run, collect and evaluate the baseline agent live on each recording (`record --check`)."""
+    `live_trial`: also run, collect and evaluate the baseline agent live on each recording (`record --check`).
+    `parallel` K > 1: an environment's recordings are dealt over up to K hosts that record at once (each its own
+    deployment and port block, as `verify-scenarios --parallel`)."""
     if cap_s <= 0:
         raise OpsBenchError("the evidence window cap must be positive")
     out = Path(out)
@@ -261,15 +281,28 @@ def record(scenarios: list[Scenario], out: Path, repeats: int, progress: Progres
     groups: dict[str, list[tuple[Scenario, int]]] = {}
     for scn in scenarios:
         groups.setdefault(environment_key(scn), []).extend((scn, r) for r in range(1, repeats + 1))
+    chunks = [cells[i::k] for cells in groups.values() for k in [max(1, min(parallel, len(cells)))]
+              for i in range(k)]
     made: list[Recording] = []
+    lock = threading.Lock()
 
     def emit(rec: Recording) -> None:
-        made.append(rec)
-        on_recording(rec)
+        with lock:
+            made.append(rec)
+            on_recording(rec)
 
     with Interrupts(progress.message) as interrupts:
-        for cells in groups.values():
-            _record_on_hosts(cells, out, progress, interrupts, emit, cap_s, live_trial)
+        if parallel <= 1:
+            for cells in chunks:
+                _record_on_hosts(cells, out, progress, interrupts, emit, cap_s, live_trial)
+        else:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                futures = [pool.submit(_record_on_hosts, cells, out, tagged_progress(progress, f"env{i + 1}"),
+                                       interrupts, emit, cap_s, live_trial) for i, cells in enumerate(chunks)]
+                while not all(f.done() for f in futures):  # short slices: the main thread handles signals
+                    wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)
+                for f in futures:
+                    f.result()
     return made
 
 

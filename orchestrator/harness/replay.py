@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.catalog import find_scenario
+from orchestrator.corpus.layout import instance_spec
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import passed
 from orchestrator.harness.verify import tagged_progress
@@ -62,9 +63,12 @@ def live_only_tasks(scn: Scenario) -> list[str]:
     return [f"{t['id']} ({t['kind']})" for t in scn.data["tasks"] if t["kind"] in LIVE_ONLY_KINDS]
 
 
-def check_replayable(info: fmt.SnapshotInfo) -> Target:
-    """The snapshot's scenario, or an OpsBenchError naming the snapshot and why it cannot be replayed."""
-    scn = find_scenario(info.scenario_id)
+def check_replayable(info: fmt.SnapshotInfo, given: Path | None = None) -> Target:
+    """The snapshot's scenario, or an OpsBenchError naming the snapshot and why it cannot be replayed. A snapshot
+    of a built corpus (`given` lies in one) replays the instance spec the corpus holds beside it; any other, the
+    catalog's scenario of its id."""
+    spec = instance_spec(given, info.scenario_id) if given is not None else None
+    scn = find_scenario(str(spec) if spec else info.scenario_id)
     refused = live_only_tasks(scn)
     if refused:
         raise OpsBenchError(f"snapshot {info.path}: scenario {scn.id} has task(s) {', '.join(refused)} that need the "
@@ -94,7 +98,7 @@ def open_snapshots(paths: Sequence[Path]) -> Iterator[list[Target]]:
                 info = import_archive(path, parent)
             else:
                 info = fmt.verify(path.resolve())
-            targets.append(check_replayable(info))
+            targets.append(check_replayable(info, path))
         yield targets
 
 

@@ -1,0 +1,93 @@
+"""`opsbench corpus`: build a corpus of incidents proven live and frozen, and write its dataset card (library:
+`orchestrator.harness.corpus_build` and `orchestrator.corpus`; docs/generation.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.common import echo_err, emit_json, progress, written
+from orchestrator.cli.generate import read_seed
+
+
+@click.group()
+def corpus() -> None:
+    """Corpora of frozen incidents: drawn from templates (or fixed scenarios), proven live, recorded, carded."""
+
+
+@corpus.command()
+@click.option("--templates", "templates", multiple=True, metavar="TEMPLATE",
+              help="A template to draw from (repeat the option, or give them space-separated in one value).")
+@click.option("--scenarios", "scenarios", multiple=True, metavar="SCENARIO",
+              help="Instead of templates: fixed scenarios to freeze as a corpus (to compare against).")
+@click.option("--seed", help="The seed (a published one for a dev split).")
+@click.option("--seed-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A file whose first line is the seed (a private one for a held-out split; never printed or "
+                   "written).")
+@click.option("--count", default=0, type=click.IntRange(0, 100000), help="Instances to draw in all.")
+@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="The corpus folder: new or empty, or one this build started (to resume it).")
+@click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="Environments recording (and frozen environments replaying) at once.")
+@click.option("--replays", default=1, show_default=True, type=click.IntRange(0, 20),
+              help="Baseline-agent replays per instance: its measured difficulty.")
+@click.option("--window-cap", default=30.0, show_default=True, type=click.FloatRange(1, 24 * 60),
+              help="Longest evidence window before handover, in minutes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the build record as JSON (progress stays on stderr).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def build(templates: tuple[str, ...], scenarios: tuple[str, ...], seed: str | None, seed_file: Path | None,
+          count: int, out: Path, parallel: int, replays: int, window_cap: float, as_json: bool, quiet: bool) -> None:
+    """Draw COUNT instances from TEMPLATES with a seed, prove each live and record it as a snapshot in one trial,
+    drop what does not manifest or recover, replay the baseline agent on each, check that nothing an agent reads
+    names a template, mechanism or fault, and index the corpus. Run it again with the same arguments to resume.
+    Exit 1 when an instance was dropped or a leak was found (the record says which)."""
+    from orchestrator.corpus.card import card, render
+    from orchestrator.harness.corpus_build import BuildRequest
+    from orchestrator.harness.corpus_build import build as build_corpus
+
+    names = tuple(n for value in templates for n in value.split())
+    fixed = tuple(n for value in scenarios for n in value.split())
+    the_seed = read_seed(seed, seed_file) if names else None
+    if fixed and (seed or seed_file):
+        raise click.UsageError("--seed and --seed-file draw from templates: give none with --scenarios")
+    req = BuildRequest(templates=names, scenarios=fixed, seed=the_seed, count=count, replays=replays,
+                       parallel=parallel, window_cap_s=window_cap * 60)
+    record = build_corpus(req, out, progress(quiet), echo_err(quiet))
+    dropped = [i for i in record["instances"] if i["status"] == "dropped"]
+    leaks = record["leak_check"]["leaks"]
+    if as_json:
+        emit_json({"ok": not dropped and not leaks, "out": str(out), **record})
+    else:
+        click.echo(render([card(out)]))
+    sys.exit(0 if not dropped and not leaks else 1)
+
+
+@corpus.command("card")
+@click.argument("corpus_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--compare", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Another built corpus whose baseline pass@1 per level is shown beside this one's (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the card(s) as JSON.")
+def card_cmd(corpus_dir: Path, compare: tuple[Path, ...], as_json: bool) -> None:
+    """Write CORPUS_DIR's dataset card (card.md and card.json in it) and print it: counts by domain, class, level
+    and mechanism, yields and verification figures, sizes, the OpsBench version, the checksum, and the baseline's
+    pass@1 per level beside each --compare corpus's."""
+    import json
+
+    from orchestrator.corpus import layout
+    from orchestrator.corpus.card import card, render
+
+    cards = [card(corpus_dir), *(card(c) for c in compare)]
+    text = render(cards)
+    written("CORPUS_DIR", corpus_dir / layout.CARD_MD, lambda p: p.write_text(text))
+    written("CORPUS_DIR", corpus_dir / layout.CARD_JSON,
+            lambda p: p.write_text(json.dumps({"card": cards[0], "compared": cards[1:]}, indent=2, sort_keys=True)
+                                   + "\n"))
+    if as_json:
+        emit_json({"card": cards[0], "compared": cards[1:]})
+    else:
+        click.echo(text, nl=False)
+
+
+COMMANDS = (corpus,)

@@ -1,0 +1,136 @@
+"""The dataset card of a built corpus (`opsbench corpus card`): what is in it, how it was proven, what it costs and
+how hard it is for the baseline agents, in figures read from the corpus itself, never written by hand.
+
+Read from `corpus.json` (instances, levels, sizes, checksum) and, when the owner kept it, `build.json` (templates,
+mechanisms, yields, verification times, the baseline replays, the leak check). Several corpora side by side (a dev
+split, a held-out split, the fixed scenarios frozen as a corpus) compare the baseline's pass@1 per level: where the
+baseline does much better on the fixed set than on fresh instances, that gap is what the fixed set hid.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from orchestrator.corpus import layout
+
+LEVELS = ("Easy", "Medium", "Hard")
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 1) if values else None
+
+
+def pass_rates(build: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, float | None]:
+    """The baseline's pass@1 per level and overall: the mean over instances of each instance's share of passing
+    replays (an instance without replays does not count)."""
+    replays = {i["id"]: i.get("replays") or {} for i in (build or {}).get("instances", [])}
+    by_level: dict[str, list[float]] = {}
+    for row in index["instances"]:
+        passed = [p for p in replays.get(row["id"], {}).get("passed", []) if p is not None]
+        if passed:
+            rate = sum(bool(p) for p in passed) / len(passed)
+            by_level.setdefault(row["level"], []).append(rate)
+            by_level.setdefault("all", []).append(rate)
+    return {level: (round(sum(v) / len(v), 3) if (v := by_level.get(level)) else None) for level in (*LEVELS, "all")}
+
+
+def card(root: Path) -> dict[str, Any]:
+    """The card of the corpus at `root` as data."""
+    index = layout.read_index(root)
+    build = layout.read_build(root)
+    rows = index["instances"]
+    sizes = [int(r.get("bytes", 0)) for r in rows]
+    out: dict[str, Any] = {
+        "corpus": str(root), "opsbench_version": index.get("opsbench_version"), "generated": index.get("generated"),
+        "created_at": index.get("created_at"), "instances": len(rows),
+        "checksum": index.get("checksum"), "checksum_ok": layout.checksum(root) == index.get("checksum"),
+        "by_domain": dict(Counter(r["domain"] for r in rows)),
+        "by_level": {lvl: n for lvl in LEVELS if (n := sum(r["level"] == lvl for r in rows))},
+        "bytes": {"total": sum(sizes), "median": int(statistics.median(sizes)) if sizes else 0,
+                  "max": max(sizes, default=0)},
+        "baseline_pass_at_1": pass_rates(build, index),
+    }
+    if build is None:
+        out["build"] = None
+        return out
+    kept = {r["id"] for r in rows}
+    instances = build["instances"]
+    out["by_class"] = dict(Counter(i.get("class", "?") for i in instances if i["id"] in kept))
+    out["by_mechanism"] = dict(Counter(i["mechanism"] for i in instances if i["id"] in kept))
+    out["yields"] = build.get("yields", {})
+    secs = [i["recording"]["seconds"] for i in instances if i.get("recording") and i["id"] in kept]
+    out["verification"] = {
+        "drawn": len(instances), "verified": len(kept),
+        "dropped": sum(i["status"] == "dropped" for i in instances),
+        "dropped_at_generation": len(build.get("dropped_draws", [])),
+        "median_seconds": {k: _median([float(s[k]) for s in secs if k in s])
+                           for k in ("lifecycle", "snapshot", "cleanup", "total")},
+        "replays_per_instance": max((len(i.get("replays", {}).get("passed", [])) for i in instances), default=0),
+        "baseline_agents": sorted({i["replays"]["agent"] for i in instances if i.get("replays", {}).get("agent")}),
+    }
+    out["leak_check"] = build.get("leak_check")
+    out["build_seconds"] = (round(build["finished_at"] - build["started_at"], 1)
+                            if build.get("finished_at") and build.get("started_at") else None)
+    return out
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render(cards: list[dict[str, Any]]) -> str:
+    """The first card in Markdown, then the baseline's pass@1 per level of every card given, side by side."""
+    c = cards[0]
+    lines = [f"# Corpus card: {Path(c['corpus']).name}", "",
+             f"- {c['instances']} instance(s), {'generated from templates' if c['generated'] else 'fixed scenarios'};"
+             f" OpsBench {c['opsbench_version']}",
+             f"- checksum `{c['checksum']}` "
+             f"({'matches the files' if c['checksum_ok'] else 'DOES NOT match the files'})",
+             f"- size {c['bytes']['total'] / 1e6:.1f} MB (median snapshot {c['bytes']['median'] / 1e6:.1f} MB, "
+             f"largest {c['bytes']['max'] / 1e6:.1f} MB)", ""]
+    lines += ["## Counts", ""]
+    for title, key in (("Domain", "by_domain"), ("Class", "by_class"), ("Level", "by_level"),
+                       ("Mechanism", "by_mechanism")):
+        if c.get(key):
+            lines += [*_table([title, "Instances"], [[k, str(v)] for k, v in sorted(c[key].items())]), ""]
+    if c.get("build") is None and "verification" not in c:
+        lines += ["(No build record: the corpus was handed over without `build.json`, so templates, mechanisms, yields "
+                  "and verification figures are not known here.)", ""]
+    else:
+        v = c["verification"]
+        med = v["median_seconds"]
+        lines += ["## Verification", "",
+                  f"Each instance was recorded live once; the recording's manifestation, recovery and leftover checks "
+                  f"are its proof. {v['drawn']} drawn, {v['verified']} verified, {v['dropped']} dropped "
+                  f"({v['dropped_at_generation']} draw(s) dropped at generation: no alert or a repeat). Median seconds "
+                  f"per recording: to handover {med['lifecycle']}, snapshot {med['snapshot']}, clean-up "
+                  f"{med['cleanup']}, in all {med['total']}.", ""]
+        yields = c.get("yields") or {}
+        if yields:
+            lines += _table(["Template", "Drawn", "Verified", "Dropped", "Yield"],
+                            [[t, str(y["drawn"]), str(y["verified"]), str(y["dropped"]),
+                              "-" if y["yield"] is None else f"{y['yield']:.0%}"] for t, y in sorted(yields.items())])
+            lines += [""]
+            reasons = [r for y in yields.values() for r in y.get("reasons", [])]
+            if reasons:
+                lines += ["Dropped:", "", *(f"- {r}" for r in reasons), ""]
+        leak = c.get("leak_check") or {}
+        if leak:
+            lines += [f"Leak check: {leak['files']} agent-facing file(s) searched for {leak['needles']} string(s) "
+                      f"(template ids, fault names and roles, mechanisms, the seed): "
+                      f"{len(leak['leaks'])} found.", ""]
+    agents = ", ".join((c.get("verification") or {}).get("baseline_agents") or []) or "the baseline agents"
+    lines += ["## Difficulty", "",
+              f"pass@1 of {agents} in replay, per level (the mean over instances of each one's share of passing "
+              "replays; `-`: no instance of that level):", ""]
+    lines += _table(["Corpus", "Instances", *LEVELS, "All"],
+                    [[Path(k["corpus"]).name, str(k["instances"]), *(_rate(k["baseline_pass_at_1"].get(lvl))
+                                                                     for lvl in (*LEVELS, "all"))] for k in cards])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,299 @@
+"""``opsbench corpus build``: a corpus of incidents proven live and frozen, drawn from templates or fixed scenarios.
+
+1. **Draw.** Generated instances (`orchestrator.generation`) are written to `<out>/scenarios/<id>/` (spec and
+   derived ground truth); for a fixed corpus the catalog's specs are copied there.
+2. **Prove and freeze, in one live trial each.** Every instance is recorded (`harness.record`): baseline ->
+   inject -> manifestation -> handover -> snapshot -> revoke -> remove -> recovery -> leftover check, instances of
+   one environment sharing a deployment, up to `parallel` deployments at once. The recording's manifestation and
+   recovery checks and its leftover check are exactly verify-scenarios' proof, so an instance is *verified* when
+   its recording was made and its clean-up came back clean; any other is dropped with its reason (its spec and any
+   snapshot leave the corpus).
+3. **Measure difficulty.** Each verified instance is replayed `replays` times with its baseline agent (the floor,
+   never tuned to a split): its solve rate.
+4. **Check for leaks.** Every snapshot file and every agent-facing file of those replays (the manifest, the agent's
+   own files, the gateway's trajectory) is searched for the templates' ids and fault names, the fault roles, the
+   mechanisms and the seed: none may appear.
+5. **Index.** `corpus.json` (instances, snapshots, levels, sizes, checksum: nothing about templates or seeds) and
+   the owner's `build.json` (template, draw, mechanism and verification of each instance, yields per template).
+
+`build.json` is written after every recording: a build cut short (Ctrl-C, a crash) is resumed by running the same
+command again; instances already decided are kept, the rest are recorded. The seed is never written anywhere; the
+build record keeps its sha256 to refuse resuming with another one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator import __version__
+from orchestrator.catalog import find_scenario
+from orchestrator.corpus import layout
+from orchestrator.errors import OpsBenchError
+from orchestrator.harness.record import DEFAULT_WINDOW_CAP_S, Recording, not_replayable, record
+from orchestrator.harness.replay import ReplayRecord, replay
+from orchestrator.progress import Progress
+from orchestrator.snapshots.leaks import find_strings
+from orchestrator.spec import Scenario
+
+VERIFIED = "verified"
+DROPPED = "dropped"
+FINAL = frozenset({VERIFIED, DROPPED})
+"""Instance statuses a resumed build keeps; any other (pending, interrupted) is recorded again."""
+MIN_SEED_NEEDLE = 8
+"""A seed shorter than this is not searched for as a leak: it would match by chance."""
+AGENT_FACING = ("agent", "gateway")
+"""The folders of a replay trial's run directory an agent reads or produces: its manifest, output and workspace,
+and the trajectory of its tool calls."""
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What to build: `templates` with `seed` and `count` (a generated corpus) or fixed `scenarios`."""
+
+    templates: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    seed: str | None = None
+    count: int = 0
+    replays: int = 1
+    parallel: int = 1
+    window_cap_s: float = DEFAULT_WINDOW_CAP_S
+
+    def key(self) -> dict[str, Any]:
+        """What a resumed build must match: the seed only by its hash."""
+        return {"templates": list(self.templates), "scenarios": list(self.scenarios), "count": self.count,
+                "seed_sha256": hashlib.sha256(self.seed.encode()).hexdigest() if self.seed is not None else None}
+
+
+def _check_request(req: BuildRequest) -> None:
+    if bool(req.templates) == bool(req.scenarios):
+        raise OpsBenchError("give templates (--templates, with --seed or --seed-file and --count) or fixed scenarios "
+                            "(--scenarios), not both and not neither")
+    if req.templates and (req.seed is None or req.count < 1):
+        raise OpsBenchError("a generated corpus needs a seed (--seed or --seed-file) and --count")
+    if req.replays < 0:
+        raise OpsBenchError("--replays must be 0 or more")
+
+
+def _prepare_out(out: Path, req: BuildRequest) -> dict[str, Any] | None:
+    """The previous build record of `out` when resuming the same request; refuse anything else already there."""
+    previous = layout.read_build(out) if out.is_dir() else None
+    if previous is not None:
+        if previous.get("request") != req.key():
+            raise OpsBenchError(f"{out} holds a corpus built with other arguments ({layout.BUILD_RECORD} request "
+                                f"{previous.get('request')}); give an empty --out, or the same arguments to resume")
+        return previous
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise OpsBenchError(f"{out} exists and is not an empty folder or a corpus this build started: give a new "
+                            "--out")
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _draw(req: BuildRequest, out: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The corpus's instances written under `<out>/scenarios`, and the draws generation dropped."""
+    scenarios_dir = out / layout.SCENARIOS
+    if req.templates:
+        from orchestrator.draw import generate_into
+        from orchestrator.generation.templates import load_template
+
+        assert req.seed is not None
+        drawn = generate_into(req.templates, req.seed, req.count, scenarios_dir)
+        models = {t: load_template(find_scenario(t)) for t in req.templates}
+        instances = [{"id": i["id"], "template": i["template"], "draw": i["draw"],
+                      "mechanism": models[i["template"]].model.mechanism,
+                      "role": models[i["template"]].model.role} for i in drawn["instances"]]
+        return instances, list(drawn["dropped"])
+    instances = []
+    for name in req.scenarios:
+        scn = find_scenario(name)
+        why = not_replayable(scn)
+        if why:
+            raise OpsBenchError(f"scenario {scn.id} cannot be frozen: {why}")
+        target = scenarios_dir / scn.id
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(scn.path.parent, target)
+        instances.append({"id": scn.id, "template": None, "draw": None,
+                          "mechanism": ", ".join(sorted({str(f["role"]) for f in scn.faults})) or "none",
+                          "role": ", ".join(sorted({str(f["role"]) for f in scn.faults}))})
+    return instances, []
+
+
+def _leak_needles(req: BuildRequest, instances: list[dict[str, Any]]) -> list[str]:
+    """The strings no agent-facing file may hold: template ids, the templates' fault names and roles, the
+    mechanisms, and the seed (when long enough to mean something)."""
+    needles: set[str] = set()
+    for name in req.templates:
+        scn = find_scenario(name)
+        needles.add(scn.id)
+        for fault in scn.faults:
+            needles.add(str(fault["role"]))
+            if len(str(fault.get("name", ""))) >= 4:
+                needles.add(str(fault["name"]))
+    for inst in instances:
+        if inst["template"]:
+            needles.add(inst["mechanism"])
+            needles.add(inst["role"])
+    if req.seed and len(req.seed) >= MIN_SEED_NEEDLE:
+        needles.add(req.seed)
+    return sorted(needles)
+
+
+def leak_check(out: Path, needles: list[str], replay_dirs: list[Path]) -> dict[str, Any]:
+    """Search every snapshot file and the agent-facing files of `replay_dirs` for `needles` (case-insensitive).
+    The needles themselves are not reported (one may be the seed): only which file holds the n-th one."""
+    files = 0
+    leaks: list[dict[str, Any]] = []
+    roots = [out / layout.SNAPSHOTS, *(d / sub for d in replay_dirs for sub in AGENT_FACING)]
+    for root in roots:
+        if not root.is_dir():
+            continue
+        files += sum(1 for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+        for leak in find_strings(root, needles):
+            leaks.append({"file": str(root / leak.file), "needle": needles.index(leak.string)})
+    return {"files": files, "needles": len(needles), "leaks": leaks}
+
+
+def _run_dir(run_id: str) -> Path | None:
+    from orchestrator import store
+
+    row = store.get_run(run_id) if run_id else None
+    return Path(row["run_dir"]) if row else None
+
+
+def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str], None] = lambda s: None
+          ) -> dict[str, Any]:
+    """Build (or resume) the corpus `req` asks for in `out`; returns the build record (see the module docstring)."""
+    _check_request(req)
+    out = Path(out)
+    previous = _prepare_out(out, req)
+    started = time.time()
+    instances, dropped_draws = _draw(req, out)
+    before = {i["id"]: i for i in (previous or {}).get("instances", [])}
+    for inst in instances:
+        inst.update({k: v for k, v in before.get(inst["id"], {}).items() if k not in inst or inst[k] is None})
+        inst.setdefault("status", "pending")
+    record_file = out / layout.BUILD_RECORD
+    lock = threading.Lock()
+    data: dict[str, Any] = {"request": req.key(), "opsbench_version": __version__,
+                            "started_at": (previous or {}).get("started_at", round(started, 3)),
+                            "instances": instances, "dropped_draws": dropped_draws}
+
+    def save() -> None:
+        with lock:
+            layout.write_json(record_file, data)
+
+    save()
+    todo = [i for i in instances if i["status"] not in FINAL]
+    by_id = {i["id"]: i for i in instances}
+    if todo:
+        echo(f"recording {len(todo)} instance(s) ({len(instances) - len(todo)} already decided) into {out}")
+        scns: list[Scenario] = [find_scenario(str(out / layout.SCENARIOS / i["id"])) for i in todo]
+
+        def on_recording(rec: Recording) -> None:
+            _decide(by_id[rec.scenario], rec, out)
+            echo(f"  {rec.scenario}: {by_id[rec.scenario]['status']}"
+                 + (f" ({by_id[rec.scenario]['reason'][:200]})" if by_id[rec.scenario].get("reason") else
+                    f" in {rec.seconds.get('total', 0):.0f}s"))
+            save()
+
+        record(scns, out / layout.SNAPSHOTS, 1, progress, on_recording, req.window_cap_s, parallel=req.parallel)
+    replay_dirs = _measure(req, out, [i for i in instances if i["status"] == VERIFIED], progress, echo, save)
+    for inst in instances:
+        if inst["status"] == DROPPED:
+            shutil.rmtree(out / layout.SCENARIOS / inst["id"], ignore_errors=True)
+    data["leak_check"] = leak_check(out, _leak_needles(req, instances), replay_dirs)
+    data["yields"] = yields(instances, dropped_draws)
+    write_index(out, instances, generated=bool(req.templates))
+    data["finished_at"] = round(time.time(), 3)
+    save()
+    return data
+
+
+def _decide(inst: dict[str, Any], rec: Recording, out: Path) -> None:
+    """An instance's status from its recording: verified only when the snapshot was made and the clean-up (removal,
+    recovery, leftover check) came back clean. An interrupted one stays pending, to be recorded on resume."""
+    inst["recording"] = {"status": rec.status, "seconds": rec.seconds, "bytes": rec.bytes, "run_id": rec.run_id,
+                         "recovered": rec.recovered, "leftovers": rec.leftovers}
+    if rec.clean:
+        inst.update(status=VERIFIED, reason="", snapshot=f"{layout.SNAPSHOTS}/{rec.snapshot_id}", bytes=rec.bytes)
+        return
+    if rec.path:
+        shutil.rmtree(rec.path, ignore_errors=True)
+    if rec.status == "interrupted":
+        inst.update(status="pending", reason="interrupted")
+        return
+    inst.update(status=DROPPED, reason=rec.reason or rec.status, snapshot=None)
+
+
+def _measure(req: BuildRequest, out: Path, verified: list[dict[str, Any]], progress: Progress,
+             echo: Callable[[str], None], save: Callable[[], None]) -> list[Path]:
+    """Replay each verified instance's snapshot `req.replays` times with its baseline agent (instances that already
+    have their replays keep them); returns the replay trials' run directories."""
+    todo = [i for i in verified if len(i.get("replays", {}).get("passed", [])) < req.replays]
+    dirs = [d for i in verified for r in i.get("replays", {}).get("run_ids", []) if (d := _run_dir(r))]
+    if not todo or req.replays == 0:
+        return dirs
+    echo(f"replaying the baseline agent {req.replays} time(s) on {len(todo)} snapshot(s)")
+    by_snapshot = {Path(i["snapshot"]).name: i for i in todo}
+    for inst in todo:
+        inst["replays"] = {"agent": "", "passed": [], "statuses": [], "run_ids": []}
+
+    def on_record(rec: ReplayRecord) -> None:
+        inst = by_snapshot[rec.snapshot_id]
+        inst["replays"]["agent"] = rec.agent
+        inst["replays"]["passed"].append(rec.passed)
+        inst["replays"]["statuses"].append(rec.status)
+        inst["replays"]["run_ids"].append(rec.run_id)
+        if (d := _run_dir(rec.run_id)) is not None:
+            dirs.append(d)
+        save()
+
+    replay([out / i["snapshot"] for i in todo], None, req.replays, req.parallel, progress=progress, purpose="verify",
+           on_record=on_record)
+    return dirs
+
+
+def yields(instances: list[dict[str, Any]], dropped_draws: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """Per template (or "fixed"): instances drawn, verified, dropped, and the yield (verified / decided)."""
+    out: dict[str, dict[str, Any]] = {}
+    for inst in instances:
+        row = out.setdefault(inst["template"] or "fixed", {"drawn": 0, "verified": 0, "dropped": 0, "pending": 0,
+                                                          "reasons": []})
+        row["drawn"] += 1
+        key = inst["status"] if inst["status"] in FINAL else "pending"
+        row[key] += 1
+        if inst["status"] == DROPPED:
+            row["reasons"].append(f"{inst['id']}: {inst.get('reason', '')[:200]}")
+    for template, row in out.items():
+        decided = row["verified"] + row["dropped"]
+        row["yield"] = round(row["verified"] / decided, 3) if decided else None
+        row["dropped_at_generation"] = sum(1 for d in dropped_draws if d["template"] == template)
+    return out
+
+
+def write_index(out: Path, instances: list[dict[str, Any]], generated: bool) -> dict[str, Any]:
+    """`corpus.json`: the verified instances and their snapshots, domains, levels and sizes, and the corpus checksum.
+    Nothing in it names a template, a draw, a mechanism, a class or a seed (each instance's class goes to the
+    owner's record)."""
+    rows = []
+    for inst in instances:
+        if inst["status"] != VERIFIED:
+            continue
+        scn = find_scenario(str(out / layout.SCENARIOS / inst["id"]))
+        meta = scn.data["metadata"]
+        inst["class"] = meta["class"]  # the owner's: a class names the mechanism ("crash-loop")
+        rows.append({"id": inst["id"], "snapshot": inst["snapshot"], "domain": meta["domain"],
+                     "level": meta["complexity"]["level"], "complexity": meta["complexity"]["value"],
+                     "bytes": inst.get("bytes", 0)})
+    index = {"format_version": layout.FORMAT_VERSION, "kind": "opsbench-corpus", "opsbench_version": __version__,
+             "generated": generated, "created_at": round(time.time(), 3),
+             "instances": sorted(rows, key=lambda r: r["id"]), "checksum": layout.checksum(out)}
+    layout.write_json(out / layout.CORPUS_INDEX, index)
+    return index

@@ -1,0 +1,212 @@
+"""`opsbench corpus build` and `corpus card` with the live parts faked: the recorder writes a stand-in snapshot (or
+fails as a recording does) and the replayer reports a verdict. What is tested is the build's own logic: which
+instances are kept, what the index and the owner's record say, resuming, refusing, the leak check and the card.
+The live build itself is exercised in `make test-full` and docs/generation.md quotes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from orchestrator.corpus import layout
+from orchestrator.corpus.card import card, render
+from orchestrator.harness import corpus_build
+from orchestrator.harness.corpus_build import BuildRequest, build
+from orchestrator.harness.record import Recording
+from orchestrator.harness.replay import ReplayRecord
+from orchestrator.progress import Progress
+
+pytestmark = pytest.mark.usefixtures("home")
+
+TEMPLATES = ("shop-cart-down", "shop-currency-crashloop")
+
+
+class Fakes:
+    """Stand-ins for the recorder and the replayer, with knobs for what goes wrong."""
+
+    def __init__(self) -> None:
+        self.recorded: list[str] = []
+        self.fail: set[int] = set()  # indexes (in recording order) whose manifestation fails
+        self.leftover: set[int] = set()
+        self.leak = ""  # a string the stand-in snapshot's log carries
+        self.passes = True
+
+    def record(self, scenarios: list[Any], out: Path, repeats: int, progress: Progress, on_recording: Any,
+               cap_s: float, parallel: int = 1) -> list[Recording]:
+        made = []
+        for scn in scenarios:
+            n = len(self.recorded)
+            self.recorded.append(scn.id)
+            if n in self.fail:
+                rec = Recording(scn.id, 1, "invalid", "fault did not manifest: ServiceDown never fired")
+            else:
+                sid = f"{scn.id}-20261127T000000Z-{n:06x}"
+                folder = out / sid
+                (folder / "telemetry" / "logs").mkdir(parents=True)
+                (folder / "snapshot.json").write_text(json.dumps({"snapshot_id": sid, "scenario": {"id": scn.id}}))
+                (folder / "manifest.json").write_text(json.dumps({"tasks": scn.data["tasks"]}))
+                (folder / "telemetry" / "logs" / "cart-1.jsonl").write_text(f'{{"msg": "connection refused {self.leak}"}}\n')
+                rec = Recording(scn.id, 1, "recorded", "", sid, str(folder), 1000 + n, 3, ["logs"], [0.0, 60.0],
+                                f"run-{n}", "host", {"lifecycle": 40.0, "snapshot": 5.0, "cleanup": 12.0, "total": 57.0},
+                                recovered=True, leftovers=["cart-1 paused"] if n in self.leftover else [])
+                if n in self.leftover:
+                    rec.reason = "recorded, but the removal left: cart-1 paused"
+            made.append(rec)
+            on_recording(rec)
+        return made
+
+    def replay(self, paths: list[Path], agent: str | None, trials: int, parallel: int, progress: Progress,
+               purpose: str, on_record: Any) -> list[ReplayRecord]:
+        out = []
+        for path in paths:
+            for t in range(1, trials + 1):
+                rec = ReplayRecord(path.name, path.name.split("-2026")[0], "heuristic", t, "", "completed",
+                                   self.passes, 3.0)
+                on_record(rec)
+                out.append(rec)
+        return out
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
+    f = Fakes()
+    monkeypatch.setattr(corpus_build, "record", f.record)
+    monkeypatch.setattr(corpus_build, "replay", f.replay)
+    return f
+
+
+def request(**kw: Any) -> BuildRequest:
+    return BuildRequest(**{"templates": TEMPLATES, "seed": "a-published-seed", "count": 6, "replays": 2, **kw})
+
+
+def test_a_build_keeps_what_was_proven_and_says_nothing_of_templates(tmp_path: Path, fakes: Fakes) -> None:
+    fakes.fail = {1}
+    fakes.leftover = {4}
+    out = tmp_path / "corpus"
+    rec = build(request(), out, Progress())
+    statuses = [i["status"] for i in rec["instances"]]
+    assert statuses.count("verified") == 4 and statuses.count("dropped") == 2
+    index = layout.read_index(out)
+    kept = {i["id"] for i in rec["instances"] if i["status"] == "verified"}
+    assert {r["id"] for r in index["instances"]} == kept
+    # A dropped instance leaves the corpus whole: no spec, no snapshot.
+    assert sorted(p.name for p in (out / layout.SCENARIOS).iterdir()) == sorted(kept)
+    assert len(list((out / layout.SNAPSHOTS).iterdir())) == 4
+    text = (out / layout.CORPUS_INDEX).read_text()
+    for word in [*TEMPLATES, "fault_container", "a-published-seed", "crash", "stop"]:
+        assert word not in text
+    # The owner's record has the yields per template and the reasons.
+    yields = rec["yields"]
+    assert sum(y["drawn"] for y in yields.values()) == 6
+    assert sum(y["verified"] for y in yields.values()) == 4
+    assert any("never fired" in r for y in yields.values() for r in y["reasons"])
+    assert any("removal left" in r for y in yields.values() for r in y["reasons"])
+    assert "a-published-seed" not in (out / layout.BUILD_RECORD).read_text()
+    assert rec["leak_check"]["leaks"] == [] and rec["leak_check"]["files"] >= 12
+    assert index["checksum"] == layout.checksum(out)
+
+
+def test_a_leaked_word_is_found_and_not_echoed(tmp_path: Path, fakes: Fakes) -> None:
+    fakes.leak = "a-published-seed"
+    rec = build(request(count=2), tmp_path / "c", Progress())
+    leaks = rec["leak_check"]["leaks"]
+    assert len(leaks) == 2 and all(leak["file"].endswith("cart-1.jsonl") for leak in leaks)
+    assert "a-published-seed" not in json.dumps(rec)
+
+
+def test_a_build_cut_short_resumes_without_recording_twice(tmp_path: Path, fakes: Fakes) -> None:
+    out = tmp_path / "c"
+    first = build(request(count=4), out, Progress())
+    assert len(fakes.recorded) == 4
+    again = build(request(count=4), out, Progress())
+    assert len(fakes.recorded) == 4  # every instance was decided: nothing recorded again
+    assert [i["id"] for i in again["instances"]] == [i["id"] for i in first["instances"]]
+    # An interrupted instance is pending and recorded on resume.
+    data = json.loads((out / layout.BUILD_RECORD).read_text())
+    data["instances"][0]["status"] = "pending"
+    (out / layout.BUILD_RECORD).write_text(json.dumps(data))
+    build(request(count=4), out, Progress())
+    assert fakes.recorded[4:] == [data["instances"][0]["id"]]
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"seed": "another-seed"}, "other arguments"),
+    ({"count": 5}, "other arguments"),
+])
+def test_resuming_with_other_arguments_is_refused(tmp_path: Path, fakes: Fakes, kw: dict[str, Any],
+                                                  words: str) -> None:
+    from orchestrator.errors import OpsBenchError
+
+    out = tmp_path / "c"
+    build(request(count=4), out, Progress())
+    with pytest.raises(OpsBenchError, match=words):
+        build(request(**{"count": 4, **kw}), out, Progress())
+
+
+def test_a_folder_that_is_not_a_corpus_is_refused(tmp_path: Path, fakes: Fakes) -> None:
+    from orchestrator.errors import OpsBenchError
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "notes.txt").write_text("mine")
+    with pytest.raises(OpsBenchError, match="not an empty folder"):
+        build(request(), tmp_path / "c", Progress())
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["notes.txt"]
+
+
+def test_the_card_counts_and_compares(tmp_path: Path, fakes: Fakes) -> None:
+    fakes.fail = {0}
+    build(request(), tmp_path / "dev", Progress())
+    fakes.passes = False
+    build(request(seed="held-out-seed-1"), tmp_path / "test", Progress())
+    dev, test = card(tmp_path / "dev"), card(tmp_path / "test")
+    assert dev["instances"] == 5 and test["instances"] == 6
+    assert dev["checksum_ok"] and sum(dev["by_level"].values()) == 5
+    assert dev["baseline_pass_at_1"]["all"] == 1.0 and test["baseline_pass_at_1"]["all"] == 0.0
+    assert sum(dev["by_mechanism"].values()) == 5 and dev["verification"]["dropped"] == 1
+    text = render([dev, test])
+    assert "| dev | 5 |" in text and "| test | 6 |" in text and "1 dropped" in text
+    # A corpus handed over without the owner's record still has a card, without what only the owner knows.
+    (tmp_path / "test" / layout.BUILD_RECORD).unlink()
+    bare = card(tmp_path / "test")
+    assert "by_mechanism" not in bare and bare["baseline_pass_at_1"]["all"] is None
+    # A changed file shows in the checksum.
+    next((tmp_path / "dev" / layout.SNAPSHOTS).rglob("*.jsonl")).write_text("{}\n")
+    assert not card(tmp_path / "dev")["checksum_ok"]
+
+
+def test_the_cli_builds_cards_and_refuses(tmp_path: Path, fakes: Fakes) -> None:
+    seed = tmp_path / "seed"
+    seed.write_text("private-seed-of-the-owner\n")
+    runner = CliRunner()
+    res = runner.invoke(main, ["corpus", "build", "--templates", " ".join(TEMPLATES), "--seed-file", str(seed),
+                               "--count", "3", "--out", str(tmp_path / "c"), "--json", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["ok"] is True and "private-seed-of-the-owner" not in res.output
+    res = runner.invoke(main, ["corpus", "card", str(tmp_path / "c")])
+    assert res.exit_code == 0 and "# Corpus card: c" in res.output
+    assert (tmp_path / "c" / layout.CARD_MD).read_text() == res.output
+    res = runner.invoke(main, ["corpus", "card", str(tmp_path), "--json"])
+    assert res.exit_code == 2 and "not a built corpus" in json.loads(res.output)["error"]
+    res = runner.invoke(main, ["corpus", "build", "--scenarios", "shop-cart-down", "--seed", "x",
+                               "--out", str(tmp_path / "d")])
+    assert res.exit_code == 2 and "--seed" in res.output
+
+
+def test_a_fixed_corpus_freezes_catalog_scenarios(tmp_path: Path, fakes: Fakes) -> None:
+    rec = build(BuildRequest(scenarios=("shop-cart-down", "shop-redis-down"), replays=1), tmp_path / "f", Progress())
+    assert [i["status"] for i in rec["instances"]] == ["verified", "verified"]
+    assert (tmp_path / "f" / layout.SCENARIOS / "shop-cart-down" / "ground_truth.yaml").is_file()
+    assert layout.read_index(tmp_path / "f")["generated"] is False
+
+
+def test_a_snapshot_of_a_corpus_replays_its_own_instance_spec(tmp_path: Path, fakes: Fakes) -> None:
+    build(request(count=2), tmp_path / "c", Progress())
+    snap = next((tmp_path / "c" / layout.SNAPSHOTS).iterdir())
+    iid = snap.name.split("-2026")[0]
+    assert layout.instance_spec(snap, iid) == (tmp_path / "c" / layout.SCENARIOS / iid / "scenario.yaml").resolve()
+    assert layout.instance_spec(tmp_path, iid) is None
