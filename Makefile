@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: dev-split agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
@@ -26,6 +26,7 @@ help:
 	@echo "make validate                check every scenario spec (schema + semantics)"
 	@echo "make docs                    regenerate the reference docs and catalogs"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
+	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=230 K=2 CORPUS_OUT=...]; resumable"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex) under .agents/ (npm, pinned)"
 	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
@@ -122,6 +123,14 @@ IDS ?=
 REPEATS ?= 3
 verify-scenarios:
 	$(BIN)/opsbench verify-scenarios --repeats $(REPEATS) $(IDS)
+
+# The public dev split (docs/generation.md): not committed, rebuilt from its published seed. Run it again to resume.
+COUNT ?= 230
+K ?= 2
+CORPUS_OUT ?= $(CURDIR)/.opsbench/corpora/dev
+dev-split:
+	$(BIN)/opsbench corpus build --all-templates --seed opsbench-dev-1 --count $(COUNT) --parallel $(K) \
+	  --out $(CORPUS_OUT); status=$$?; $(BIN)/opsbench corpus card $(CORPUS_OUT) > /dev/null; exit $$status
 
 validate:
 	@$(BIN)/opsbench validate

@@ -65,3 +65,8 @@ def render_scenario_rows(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         lines.append(f"{r['id']:<36} {r['domain']:<7} {r['complexity']:<7} {r['class']:<22} {r['name']}")
     return "\n".join(lines)
+
+
+def template_ids() -> list[str]:
+    """The ids of every template: a spec with a `vary` section (docs/generation.md), sorted."""
+    return sorted(scn.id for scn in map(load_scenario, spec_files()) if "vary" in scn.data)

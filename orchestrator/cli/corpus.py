@@ -20,6 +20,7 @@ def corpus() -> None:
 @corpus.command()
 @click.option("--templates", "templates", multiple=True, metavar="TEMPLATE",
               help="A template to draw from (repeat the option, or give them space-separated in one value).")
+@click.option("--all-templates", "every", is_flag=True, help="Draw from every template of the catalog.")
 @click.option("--scenarios", "scenarios", multiple=True, metavar="SCENARIO",
               help="Instead of templates: fixed scenarios to freeze as a corpus (to compare against).")
 @click.option("--seed", help="The seed (a published one for a dev split).")
@@ -37,17 +38,22 @@ def corpus() -> None:
               help="Longest evidence window before handover, in minutes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the build record as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def build(templates: tuple[str, ...], scenarios: tuple[str, ...], seed: str | None, seed_file: Path | None,
+def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], seed: str | None, seed_file: Path | None,
           count: int, out: Path, parallel: int, replays: int, window_cap: float, as_json: bool, quiet: bool) -> None:
     """Draw COUNT instances from TEMPLATES with a seed, prove each live and record it as a snapshot in one trial,
     drop what does not manifest or recover, replay the baseline agent on each, check that nothing an agent reads
     names a template, mechanism or fault, and index the corpus. Run it again with the same arguments to resume.
     Exit 1 when an instance was dropped or a leak was found (the record says which)."""
+    from orchestrator.catalog import template_ids
     from orchestrator.corpus.card import card, render
     from orchestrator.harness.corpus_build import BuildRequest
     from orchestrator.harness.corpus_build import build as build_corpus
 
     names = tuple(n for value in templates for n in value.split())
+    if every:
+        if names:
+            raise click.UsageError("give --templates or --all-templates, not both")
+        names = tuple(template_ids())
     fixed = tuple(n for value in scenarios for n in value.split())
     the_seed = read_seed(seed, seed_file) if names else None
     if fixed and (seed or seed_file):
