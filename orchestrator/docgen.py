@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
+from orchestrator.generation.effects import has_effect_model, load_effect_model
 from orchestrator.schemacheck import load_schema
 from orchestrator.spec import spec_files
 from orchestrator.yamlfile import read_yaml
@@ -400,17 +401,21 @@ def render_scenarios() -> str:
         if injected:
             sections += ["", "Faults, in injection order: " + "; ".join(injected) + "."]
         if isinstance(vary := spec.get("vary"), dict):
-            sections += ["", "A template ([generation.md](generation.md)): " + _vary_text(vary) + "."]
+            sections += ["", "A template ([generation.md](generation.md)): "
+                         + _vary_text(vary, spec.get("faults") or []) + "."]
     templates = sum(1 for spec, _gt in pairs if "vary" in spec)
     lines[lines.index("## Index") - 1:lines.index("## Index") - 1] = [
         f"{templates} of them are templates (a `vary` section, [generation.md](generation.md)).", ""]
     return "\n".join([*lines, "", "## Scenarios", *sections]) + "\n"
 
 
-def _vary_text(vary: dict[str, Any]) -> str:
+def _vary_text(vary: dict[str, Any], faults: list[dict[str, Any]]) -> str:
     """A template's `vary` section in words: what target and which arguments are drawn."""
     target = vary.get("target") or {}
-    what = [f"the target of `{target.get('fault')}` drawn from the topology"
+    role = next((str(f.get("role")) for f in faults if f.get("name") == target.get("fault")), "")
+    fixed = load_effect_model(role).target if role and has_effect_model(role) else None
+    what = [f"`{target.get('fault')}` on the one entity its role acts on (`{fixed}`)" if fixed else
+            f"the target of `{target.get('fault')}` drawn from the topology"
             + (f" (kinds {', '.join(target['kinds'])})" if target.get("kinds") else "")
             + (f", never {', '.join(target['exclude'])}" if target.get("exclude") else "")]
     for arg in vary.get("args") or []:
