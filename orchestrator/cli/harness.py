@@ -159,10 +159,14 @@ def _replay_campaign(scenarios: tuple[str, ...], campaign_file: Path | None, cor
               help="Measure the DevOps tasks instead: a workspace's start (--trials times) and one trial with the "
                    "baseline agent of every DevOps scenario (or SCENARIOS): per family pass@1 and trial time. See "
                    "docs/devops.md.")
+@click.option("--generate", "generate_mode", is_flag=True,
+              help="Measure generated incidents instead: drawing, then proving and recording --trials instances per "
+                   "level with `corpus build` (SCENARIOS are templates; default four). See docs/generation.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, agent_startup: int | None,
-          replay_mode: bool, cuj_mode: bool, devops_mode: bool, as_json: bool, quiet: bool) -> None:
+          replay_mode: bool, cuj_mode: bool, devops_mode: bool, generate_mode: bool, as_json: bool,
+          quiet: bool) -> None:
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
     Default scenarios: loopweb-web-down and shop-cart-down. With --replay, SCENARIOS are snapshots and each level
@@ -198,6 +202,15 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
 
     ks = parse_levels(levels)
     report: dict[str, Any]
+    if generate_mode:
+        from orchestrator.harness import bench_generate
+
+        report = bench_generate.bench_generate(scenarios, trials, ks, progress(quiet), echo_err(quiet))
+        if as_json:
+            emit_json(report)
+        else:
+            click.echo(bench_generate.render(report))
+        return
     if replay_mode:
         from orchestrator.harness.bench_replay import bench_replay, replay_targets
         from orchestrator.harness.bench_replay import render as render_replay

@@ -210,3 +210,18 @@ def test_a_snapshot_of_a_corpus_replays_its_own_instance_spec(tmp_path: Path, fa
     iid = snap.name.split("-2026")[0]
     assert layout.instance_spec(snap, iid) == (tmp_path / "c" / layout.SCENARIOS / iid / "scenario.yaml").resolve()
     assert layout.instance_spec(tmp_path, iid) is None
+
+
+def test_bench_generate_reports_throughput_per_level(fakes: Fakes) -> None:
+    from orchestrator.harness import bench_generate
+
+    fakes.fail = {2}
+    report = bench_generate.bench_generate(("shop-cart-down", "shop-currency-crashloop"), 3, [1, 2], Progress(),
+                                           lambda s: None)
+    assert report["draw"]["count"] > 0 and report["draw"]["per_hour"] > 0
+    k1, k2 = report["levels"]["1"], report["levels"]["2"]
+    assert (k1["instances"], k1["verified"], k1["dropped"]) == (3, 2, 1)
+    assert k2["verified"] == 3 and k2["median_trial_seconds"] is None  # the stand-in recordings time no trial
+    assert k1["per_hour"] > 0 and k1["deploy_seconds"] == 0.0
+    text = bench_generate.render(report)
+    assert text.splitlines()[0].startswith("drawing: ") and len(text.splitlines()) == 5
