@@ -230,6 +230,8 @@ def agent_identity(command: str | None) -> tuple[str | None, str | None]:
         rest = argv[1:]
         if "-m" in rest and rest.index("-m") + 1 < len(rest):
             name = rest[rest.index("-m") + 1]
+            if name == "orchestrator.agents.presets.run" and rest.index("-m") + 2 < len(rest):
+                name = rest[rest.index("-m") + 2]  # an agent preset: the CLI's name (claude-code, codex)
         else:
             script = next((a for a in rest if not a.startswith("-")), None)
             name = os.path.basename(script) if script else name

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,7 +32,13 @@ class Mcp:
 
 @dataclass(frozen=True)
 class Shell:
-    command: str
+    """A command for the CLI's own shell; a callable is asked for it when the step is answered (a port known
+    only once the run is under way)."""
+
+    command: str | Callable[[], str]
+
+    def text(self) -> str:
+        return self.command if isinstance(self.command, str) else self.command()
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,7 @@ class ScriptedModel:
         if isinstance(step, Say):
             return [{"type": "text", "text": step.text}], "end_turn", usage
         if isinstance(step, Shell):
-            name, args = "Bash", {"command": step.command, "description": "run"}
+            name, args = "Bash", {"command": step.text(), "description": "run"}
         else:
             name = next((t for t in tools if t.endswith("__" + step.tool)), step.tool)
             args = step.args
@@ -168,7 +175,7 @@ class ScriptedModel:
             with self._lock:
                 self.log.tool_results = results
             step = self.script[done] if done < len(self.script) else Say("done")
-        usage = {"input_tokens": 1000 + 100 * done, "input_tokens_details": {"cached_tokens": 600 * done},
+        usage = {"input_tokens": 1000 + 100 * done, "input_tokens_details": {"cached_tokens": 200 * done},
                  "output_tokens": 30 + done, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": 1030 + 101 * done}
         if isinstance(step, Say):
@@ -176,8 +183,9 @@ class ScriptedModel:
                      "content": [{"type": "output_text", "text": step.text, "annotations": []}]}], usage
         if isinstance(step, Shell):
             name = next((t for t in ("exec_command", "shell", "shell_command") if t in tools), "shell")
-            args: dict[str, Any] = {"cmd": step.command} if name == "exec_command" else \
-                {"command": step.command} if name == "shell_command" else {"command": ["bash", "-lc", step.command]}
+            command = step.text()
+            args: dict[str, Any] = {"cmd": command} if name == "exec_command" else \
+                {"command": command} if name == "shell_command" else {"command": ["bash", "-lc", command]}
         else:
             mcp = [t for t in tools if t.endswith(step.tool) and "opsbench" in t]
             name, args = (mcp[0] if mcp else step.tool), step.args
