@@ -230,6 +230,7 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     own = instances[0] if len(instances) == 1 and model.root_cause == "instance" else target
     root = model.cause or own
     dependency = model.dependency_in(args)
+    dependency = dependency if dependency in topo.entities else None  # an address no entity answers names none
     fill = {"target": target, "source": source or "", "cause": model.cause or "", "dependency": dependency or ""}
     on = instances if model.alerts_on == "instances" else [target]
     alerts = [{"name": a, "entity": where} for a in model.alerts_for(topo.tech(target)) for where in on]

@@ -97,6 +97,12 @@ def test_a_wrong_address_names_the_healthy_dependency(value: str, dependency: st
     assert not any(a["entity"] in (dependency, f"{dependency}-1") for a in truth["alerts"])
 
 
+def test_an_address_that_names_no_entity_adds_no_dependency() -> None:
+    model = load_effect_model("fault_config_env")
+    truth = derive(model, "frontend", TOPO, args={"target": "frontend", "variable": "X", "value": "catalgo:8080"})
+    assert [(p["source"], p["target"]) for p in truth["propagations"]] == [("frontend", "gateway")]
+
+
 def test_a_configured_dependency_raises_no_alert_and_the_client_is_the_root_cause() -> None:
     truth = derive(load_effect_model("fault_config_redis_password"), "cart", TOPO)
     assert truth["entities"][0]["id"] == "cart-1"
