@@ -529,6 +529,33 @@ RECOMMENDATIONS = journey(
 
 SHOP_JOURNEYS: dict[str, Journey] = {j.name: j for j in (BROWSE, CHECKOUT, CURRENCY, RECOMMENDATIONS)}
 
+SHOP_STEP_NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "browse": {
+        "open-home": ("catalog", "currency"),          # GET /: the product list, the currency selector
+        "open-product": ("catalog",),                  # GET /product/{id} in USD (no conversion)
+    },
+    "checkout": {
+        "open-product": ("catalog",),
+        "add-to-cart": ("catalog", "cart"),            # POST /api/cart: the product must exist, then the cart
+        "open-cart": ("cart", "catalog", "currency"),  # GET /cart, then cart.js: /api/cart and /api/products
+        "open-checkout": ("currency",),                # GET /checkout: the currency selector
+        "place-order": ("checkout",),                  # POST /api/checkout (checkout calls the rest)
+    },
+    "currency": {
+        "open-home": ("catalog", "currency"),
+        "select-eur": ("catalog", "currency"),         # every price converted to EUR
+        "open-product": ("catalog", "currency"),
+    },
+    "recommendations": {
+        "open-product": ("catalog", "recommendation"),  # the page renders without them; this step counts them
+        "open-recommendation": ("catalog",),
+    },
+}
+"""The services of the shop's topology each journey step needs: the frontend's callees whose failure the step shows
+(the pages' own requests and what the frontend calls to answer them; ads are rendered by the same pages but no step
+checks them). The one place that says which backend a browser step reaches: generated incidents derive from it which
+steps a fault breaks (orchestrator/generation/journeys.py). Every step of SHOP_JOURNEYS has an entry (tested)."""
+
 
 def select_journeys(names: Sequence[str] | None, known: Mapping[str, Journey] | None = None) -> list[Journey]:
     """The named journeys of ``known`` (default: the shop's), all of them for none; CujError for unknown names."""

@@ -21,6 +21,7 @@ import yaml
 
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import OpsBenchError, Problem, SpecInvalid
+from orchestrator.generation import journeys
 from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, Topology, derive
 from orchestrator.generation.templates import Template, Variation
 
@@ -31,6 +32,12 @@ GOALS = {
                  "clear. Report the actions you took and your plan."),
 }
 """Task goals by kind: the same words for every instance, so a goal never hints at the cause."""
+CUJ_GOALS = {
+    "diagnose": ("Users of the {app} report problems in their browser. Find the root-cause entity, its layer and "
+                 "fault type, and explain how it reaches what users see; cite the evidence ids that show it."),
+}
+"""The goals of instances whose symptom is a browser journey (CUJ templates): the browser's evidence ids are asked
+for, the same words for every CUJ instance."""
 APPS = {"shop": "online shop", "loopweb": "web site"}
 INSTANCE_ID = "inc-{:.12}"
 
@@ -42,6 +49,8 @@ class Instance:
     variation: Variation
     spec: dict[str, Any]
     ground_truth: dict[str, Any]
+    cuj: journeys.CujParts | None = None
+    """The browser journey parts of an instance of a CUJ template (None: not one)."""
 
 
 @dataclass
@@ -89,7 +98,8 @@ def incident_key(spec: dict[str, Any]) -> str:
 def generate(templates: list[Template], seed: str, count: int) -> Generated:
     """`count` instances drawn from `templates` with `seed` (see the module's docstring). Each template walks its
     variations in an order its own stream shuffles, keeping draws until it has its share: a draw that shows no
-    alert, or that repeats an incident already drawn, is dropped with its reason and the next one is taken."""
+    alert (for a CUJ template: that breaks no journey step), or that repeats an incident already drawn, is dropped
+    with its reason and the next one is taken."""
     out = Generated()
     seen: dict[str, str] = {}
     for template, n in zip(templates, shares(count, templates), strict=True):
@@ -99,7 +109,9 @@ def generate(templates: list[Template], seed: str, count: int) -> Generated:
             if kept == n:
                 break
             inst = build(template, variation, instance_id(seed, template.scenario.id, variation))
-            reason = ("no alert would fire: nothing shows the incident" if not inst.ground_truth["alerts"] else
+            reason = ("no journey step would fail: the browser shows nothing" if inst.cuj and not inst.cuj.steps else
+                      "no alert would fire: nothing shows the incident" if not inst.cuj
+                      and not inst.ground_truth["alerts"] else
                       f"the same incident as {seen[key]}" if (key := incident_key(inst.spec)) in seen else "")
             if reason:
                 out.dropped.append({"template": template.scenario.id, "draw": variation.key(), "reason": reason})
@@ -132,15 +144,23 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
             varied_args = f.get("args", {})  # they may name the dependency the fault breaks
         f["name"] = names[f["name"]]
     truth = derive(model, variation.target, topo, variation.source, varied_args)
-    for check in data["checks"].get("manifestation", []):
-        if check["role"] == "check_alerts" and "firing" in check.get("args", {}):
-            check["args"] = {**check["args"], "firing": firing(truth["alerts"], topo)}
-    unknown = sorted({t["kind"] for t in data["tasks"]} - set(GOALS))
+    cuj = journeys.derive_cuj(scn.data, model, truth, topo, variation.target, variation.source, varied_args) \
+        if journeys.is_cuj(scn.data) else None
+    if cuj:  # the browser's evidence, and its pages are one more technology to read
+        journeys.apply(data["checks"], cuj)
+        truth = {**truth, "evidence": list(cuj.evidence),
+                 "technologies": sorted({*truth["technologies"], "javascript"})}
+    else:
+        for check in data["checks"].get("manifestation", []):
+            if check["role"] == "check_alerts" and "firing" in check.get("args", {}):
+                check["args"] = {**check["args"], "firing": firing(truth["alerts"], topo)}
+    goals = CUJ_GOALS if cuj else GOALS
+    unknown = sorted({t["kind"] for t in data["tasks"]} - set(goals))
     if unknown:
         raise SpecInvalid([Problem(str(scn.path), "$.tasks", f"task kinds {unknown} cannot be generated yet "
-                                   f"(generated goals exist for {', '.join(GOALS)})")])
+                                   f"(generated goals exist for {', '.join(goals)})")])
     for task in data["tasks"]:
-        task["goal"] = GOALS[task["kind"]].format(app=APPS.get(app, app))
+        task["goal"] = goals[task["kind"]].format(app=APPS.get(app, app))
     steps = model.resolution_steps
     value = complexity_value(truth["propagation_length"], steps, len(truth["technologies"]))
     data["metadata"] = {
@@ -155,7 +175,7 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
     ground_truth = {"apiVersion": "opsbench/v1", "kind": "GroundTruth", "scenario": iid, "incident": True,
                     **{k: truth[k] for k in ("alerts", "evidence", "entities", "propagations", "faults",
                                              "mitigations")}}
-    return Instance(iid, scn.id, variation, data, ground_truth)
+    return Instance(iid, scn.id, variation, data, ground_truth, cuj)
 
 
 def firing(alerts: list[dict[str, str]], topo: Topology) -> list[dict[str, str]]:
