@@ -4,8 +4,8 @@ One module per command group, each command a thin shell over a library function:
 `run` (run, runs, show, cleanup, topology), `scenarios` (list, validate, docs), `harness` (campaign, bench,
 verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (new fault, new scenario),
 `awx` (awx export), `generate` (generate), `corpus` (corpus build, card),
-`snapshots` (snapshot record, export, import, verify, list), `replay` (replay). Libraries are imported inside
-the commands, so ``opsbench --help`` stays fast.
+`snapshots` (snapshot record, export, import, verify, list), `replay`
+(replay), `agents` (agents: the presets). Libraries are imported inside the commands, so ``opsbench --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 
 from orchestrator import __version__
-from orchestrator.cli import awx, corpus, generate, harness, replay, results, run, scaffold, scenarios, snapshots
+from orchestrator.cli import agents, awx, corpus, generate, harness, replay, results, run, scaffold, scenarios, snapshots
 from orchestrator.cli.common import GuardedGroup
 
 
@@ -27,6 +27,6 @@ def main() -> None:
     """OpsBench: benchmark AI agents on real IT-operations work."""
 
 
-for _module in (run, scenarios, harness, results, scaffold, awx, snapshots, replay, generate, corpus):
+for _module in (run, scenarios, harness, results, scaffold, awx, snapshots, replay, generate, corpus, agents):
     for _command in _module.COMMANDS:
         main.add_command(_command)

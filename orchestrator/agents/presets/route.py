@@ -19,7 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.agents.presets import PREFIX, VENDOR_KEYS, PresetError, from_command, problems
+from orchestrator.agents import presets
+from orchestrator.agents.presets import VENDOR_KEYS, PresetError, from_command, problems
 from orchestrator.modelproxy import ModelProxy, prices
 
 # Beside the gateway's trajectory: hidden from the agent, moved with a trial's files, copied into its artifacts.
@@ -84,8 +85,8 @@ def model_route(command: str, agent_dir: Path, environ: Mapping[str, str]) -> It
     with proxy:
         allow = ",".join(filter(None, [_without_upstream(environ.get("OPSBENCH_AGENT_ALLOW", ""), upstream),
                                        f"127.0.0.1:{proxy.port}"]))
-        visible = ":".join(filter(None, [environ.get("OPSBENCH_AGENT_VISIBLE", ""), str(PREFIX)]))
-        env = {preset.url_env: proxy.base_url, preset.key_env: token, "OPSBENCH_AGENTS_DIR": str(PREFIX),
+        visible = ":".join(filter(None, [environ.get("OPSBENCH_AGENT_VISIBLE", ""), str(presets.PREFIX)]))
+        env = {preset.url_env: proxy.base_url, preset.key_env: token, "OPSBENCH_AGENTS_DIR": str(presets.PREFIX),
                "OPSBENCH_AGENT_ALLOW": allow}
         yield Route(env, {**environ, "OPSBENCH_AGENT_ALLOW": allow, "OPSBENCH_AGENT_VISIBLE": visible},
                     frozenset(VENDOR_KEYS - {preset.key_env}), proxy)

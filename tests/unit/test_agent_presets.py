@@ -1,0 +1,182 @@
+"""Agent presets without the CLIs (orchestrator/agents/presets): resolving `--agent NAME`, the one error a preset
+that cannot run gives before anything deploys, the prompt, each CLI's own configuration, the answer taken from
+what the CLI left, and the route that keeps the vendor key out of the agent's environment. The real CLIs run in
+tests/e2e/test_agent_presets.py (`make test-agents`)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator import paths
+from orchestrator import store as store_mod
+from orchestrator.agents import presets
+from orchestrator.agents.presets import claude_code, codex, prompt, route, run
+from orchestrator.agents.presets.runtime import Context
+from orchestrator.cli import main as opsbench
+
+SCHEMA = paths.PROJECT_ROOT / "orchestrator" / "schemas" / "diagnosis_output.schema.json"
+READY = {"ANTHROPIC_API_KEY": "sk-a", "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000",
+         "OPENAI_API_KEY": "sk-o", "OPENAI_BASE_URL": "http://127.0.0.1:8001/v1"}
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A prefix that looks like `make agents` ran (package.json at the pinned versions, the binaries' links)."""
+    prefix = tmp_path / "agents"
+    for p in presets.PRESETS.values():
+        pkg = prefix / "node_modules" / p.package
+        pkg.mkdir(parents=True)
+        (pkg / "package.json").write_text(json.dumps({"name": p.package, "version": p.version}))
+        (prefix / "node_modules" / ".bin").mkdir(exist_ok=True)
+        (prefix / "node_modules" / ".bin" / p.binary).write_text("#!/bin/sh\n")
+    monkeypatch.setattr(presets, "PREFIX", prefix)
+    return prefix
+
+
+def manifest(tmp_path: Path) -> dict[str, Any]:
+    return {"manifest_version": "opsbench/manifest/v1", "run": "r",
+            "tasks": [{"id": "t1", "kind": "diagnose", "goal": "Users see errors. Find the root cause."}],
+            "alerts": [{"labels": {"alertname": "ServiceDown", "service": "cart", "severity": "critical"},
+                        "annotations": {"summary": "cart-1 does not answer"}}],
+            "budget": {"wallClockSeconds": 300, "steps": 40}, "deadline": 1000.0 + 240,
+            "tools": {"url": "http://127.0.0.1:7000", "mcp_url": "http://127.0.0.1:7000/mcp"},
+            "token_file": str(tmp_path / "token"),
+            "output": {"path": str(tmp_path / "output.json"), "schemas": {"diagnose": str(SCHEMA)}}}
+
+
+def test_an_ordinary_command_passes_through() -> None:
+    assert presets.resolve("python my_agent.py --model x", {}) == "python my_agent.py --model x"
+    assert presets.resolve(None, {}) is None
+    assert presets.from_command("python -m orchestrator.agents.heuristic") is None
+
+
+def test_a_ready_preset_resolves_to_its_runner(installed: Path) -> None:
+    command = presets.resolve("codex --model gpt-5", READY)
+    assert command is not None
+    assert presets.from_command(command) == presets.Choice(presets.PRESETS["codex"], "gpt-5")
+    default = presets.resolve("claude-code", {**READY, "ANTHROPIC_MODEL": "claude-haiku-4-5"})
+    assert default is not None and default.endswith("claude-code --model claude-haiku-4-5")
+    assert store_mod.agent_identity(default) == ("claude-code", "claude-haiku-4-5")  # the leaderboard's label
+
+
+def test_every_problem_is_one_error(installed: Path, tmp_path: Path) -> None:
+    (installed / "node_modules" / ".bin" / "claude").unlink()
+    with pytest.raises(presets.PresetError) as info:
+        presets.resolve("claude-code --model unpriced-model", {"ANTHROPIC_BASE_URL": "ftp://x"})
+    message = str(info.value)
+    for expected in ("claude-code is not installed", "run `make agents`", "needs ANTHROPIC_API_KEY",
+                     "ANTHROPIC_BASE_URL='ftp://x' is not an http(s) URL", "'unpriced-model' has no price"):
+        assert expected in message, message
+    with pytest.raises(presets.PresetError, match="takes only --model"):
+        presets.resolve("codex --yolo", READY)
+
+
+def test_an_old_install_is_refused(installed: Path) -> None:
+    (installed / "node_modules" / "@openai" / "codex" / "package.json").write_text(json.dumps({"version": "0.1.0"}))
+    with pytest.raises(presets.PresetError, match=r"holds @openai/codex@0\.1\.0, this OpsBench pins"):
+        presets.resolve("codex", READY)
+
+
+def test_bad_input_stops_run_replay_and_campaign_before_anything_deploys(home: Path, installed: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in READY:
+        monkeypatch.delenv(var, raising=False)
+    snapshot = next((paths.PROJECT_ROOT / "tests" / "data" / "snapshots").glob("shop-cart-down-*.tar.gz"))
+    for args in (["run", "shop-cart-down", "--agent", "claude-code"],
+                 ["replay", str(snapshot), "--agent", "codex"],
+                 ["campaign", "shop-cart-down", "--agent", "claude-code", "--name", "p"],
+                 ["campaign", "--snapshots", str(snapshot.parent), "--agent", "codex", "--name", "q"]):
+        result = CliRunner().invoke(opsbench, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "cannot run" in result.output and "needs" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
+def test_agents_lists_presets_and_what_they_need(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var, value in READY.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    result = CliRunner().invoke(opsbench, ["agents", "--json"])
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    assert rows["claude-code"]["ready"] and rows["claude-code"]["installed"] == "2.1.332"
+    assert not rows["codex"]["ready"] and rows["codex"]["set"] == {"OPENAI_API_KEY": False, "OPENAI_BASE_URL": True}
+    assert "sk-a" not in result.output  # whether a key is set, never its value
+    text = CliRunner().invoke(opsbench, ["agents"]).output
+    assert "OPENAI_API_KEY (missing)" in text and "not ready" in text
+
+
+def test_the_prompt_comes_from_the_manifest(tmp_path: Path) -> None:
+    text = prompt.build(manifest(tmp_path), now=1000.0)
+    for expected in ("Users see errors. Find the root cause.", "ServiceDown", "cart-1 does not answer",
+                     "about 240 seconds and 40 tool calls", 'MCP server "opsbench"', "answer.json",
+                     "opsbench/diagnosis/v1", "get_topology"):
+        assert expected in text, expected
+
+
+def context(tmp_path: Path) -> Context:
+    return Context(binary=Path("/x/bin/cli"), model="m1", base_url="http://10.0.2.2:5000/v1",
+                   mcp_url="http://10.0.2.2:7000/mcp", token="gw-token", prompt="PROMPT", home=tmp_path / "home",
+                   workspace=tmp_path)
+
+
+def test_claude_code_gets_its_own_mcp_config(tmp_path: Path) -> None:
+    launch = claude_code.launch(context(tmp_path))
+    config = Path(launch.argv[launch.argv.index("--mcp-config") + 1])
+    assert config.is_relative_to(tmp_path / "home") and config.stat().st_mode & 0o077 == 0
+    assert json.loads(config.read_text()) == {"mcpServers": {"opsbench": {
+        "type": "http", "url": "http://10.0.2.2:7000/mcp", "headers": {"Authorization": "Bearer gw-token"}}}}
+    assert launch.argv[:3] == ["/x/bin/cli", "-p", "PROMPT"] and "--strict-mcp-config" in launch.argv
+    assert "gw-token" not in " ".join(launch.argv)
+    assert launch.env["ANTHROPIC_SMALL_FAST_MODEL"] == "m1" and launch.env["ENABLE_TOOL_SEARCH"] == "false"
+
+
+def test_codex_gets_its_own_config_toml(tmp_path: Path) -> None:
+    launch = codex.launch(context(tmp_path))
+    config = tomllib.loads((tmp_path / "home" / ".codex" / "config.toml").read_text())
+    assert config["model"] == "m1" and config["model_provider"] == "opsbench"
+    assert config["model_providers"]["opsbench"] == {"name": "OpsBench model proxy",
+                                                     "base_url": "http://10.0.2.2:5000/v1",
+                                                     "env_key": "OPENAI_API_KEY", "wire_api": "responses"}
+    assert config["mcp_servers"]["opsbench"]["url"] == "http://10.0.2.2:7000/mcp"
+    assert config["mcp_servers"]["opsbench"]["bearer_token_env_var"] == "OPSBENCH_MCP_TOKEN"
+    assert launch.env["OPSBENCH_MCP_TOKEN"] == "gw-token" and launch.argv[1:3] == ["exec", "--json"]
+    assert "gw-token" not in (tmp_path / "home" / ".codex" / "config.toml").read_text()
+
+
+def test_the_answer_file_wins_then_the_final_message(tmp_path: Path) -> None:
+    assert run.take_answer(tmp_path, "")[0] is None
+    final = 'Here it is:\n```json\n{"schema": "opsbench/diagnosis/v1", "entities": []}\n```\nand {"x": 1}'
+    answer, source = run.take_answer(tmp_path, final)
+    assert answer == {"schema": "opsbench/diagnosis/v1", "entities": []} and source == "the CLI's final message"
+    (tmp_path / "answer.json").write_text('{"entities": [{"id": "cart-1"}]}')
+    assert run.take_answer(tmp_path, final) == ({"entities": [{"id": "cart-1"}]}, "answer.json")
+    (tmp_path / "answer.json").write_text("{broken")
+    answer, why = run.take_answer(tmp_path, final)
+    assert answer is None and "not JSON" in why
+    assert run.schema_problems({"entities": "no"}, {"diagnose": str(SCHEMA)})[0].startswith("diagnose: entities")
+
+
+def test_the_route_keeps_the_key_out_and_allows_only_the_proxy(tmp_path: Path, installed: Path) -> None:
+    agent_dir = tmp_path / "run" / "agent"
+    agent_dir.mkdir(parents=True)
+    choice = presets.Choice(presets.PRESETS["claude-code"], "claude-sonnet-4-5")
+    environ = {**READY, "OPSBENCH_AGENT_ALLOW": "127.0.0.1:8000,10.1.2.3:9000"}
+    with route.model_route(choice.command, agent_dir, environ) as r:
+        assert r.proxy is not None
+        port = r.proxy.port
+        assert r.env["ANTHROPIC_BASE_URL"] == f"http://127.0.0.1:{port}" and r.env["ANTHROPIC_API_KEY"] != "sk-a"
+        assert r.env["ANTHROPIC_API_KEY"].startswith("opsbench-") and "OPENAI_API_KEY" in r.hide
+        assert r.sandbox_environ is not None
+        assert r.sandbox_environ["OPSBENCH_AGENT_ALLOW"] == f"10.1.2.3:9000,127.0.0.1:{port}"  # upstream dropped
+        assert str(installed) in r.sandbox_environ["OPSBENCH_AGENT_VISIBLE"]
+        assert r.record()["upstream"] == "http://127.0.0.1:8000" and "sk-a" not in json.dumps(r.record())
+    assert (tmp_path / "run" / "gateway" / "model-calls.jsonl").exists()
+    with route.model_route("python -m orchestrator.agents.heuristic", agent_dir, environ) as plain:
+        assert plain.proxy is None and plain.env == {} and plain.sandbox_environ is None
