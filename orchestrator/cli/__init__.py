@@ -5,7 +5,8 @@ One module per command group, each command a thin shell over a library function:
 verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (new fault, new scenario),
 `awx` (awx export), `generate` (generate), `corpus` (corpus build, card),
 `snapshots` (snapshot record, export, import, verify, list), `replay`
-(replay), `agents` (agents: the presets). Libraries are imported inside the commands, so ``opsbench --help`` stays fast.
+(replay), `agents` (agents: the presets). Libraries are imported inside the commands, so ``opsbench --help``
+stays fast.
 """
 
 from __future__ import annotations
@@ -13,7 +14,19 @@ from __future__ import annotations
 import click
 
 from orchestrator import __version__
-from orchestrator.cli import agents, awx, corpus, generate, harness, replay, results, run, scaffold, scenarios, snapshots
+from orchestrator.cli import (
+    agents,
+    awx,
+    corpus,
+    generate,
+    harness,
+    replay,
+    results,
+    run,
+    scaffold,
+    scenarios,
+    snapshots,
+)
 from orchestrator.cli.common import GuardedGroup
 
 
