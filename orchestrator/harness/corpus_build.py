@@ -190,7 +190,7 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
             layout.write_json(record_file, data)
 
     save()
-    todo = [i for i in instances if i["status"] not in FINAL]
+    todo = interleaved([i for i in instances if i["status"] not in FINAL])
     by_id = {i["id"]: i for i in instances}
     if todo:
         echo(f"recording {len(todo)} instance(s) ({len(instances) - len(todo)} already decided) into {out}")
@@ -214,6 +214,18 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
     data["finished_at"] = round(time.time(), 3)
     save()
     return data
+
+
+def interleaved(instances: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One instance of each template in turn (the templates in their order): a build cut short has proven a few
+    instances of every template, so its yields say something about all of them."""
+    rank: dict[str, int] = {}
+    keyed = []
+    for position, inst in enumerate(instances):
+        template = str(inst.get("template") or "")
+        keyed.append((rank.get(template, 0), position, inst))
+        rank[template] = rank.get(template, 0) + 1
+    return [inst for _, _, inst in sorted(keyed, key=lambda k: (k[0], k[1]))]
 
 
 def _decide(inst: dict[str, Any], rec: Recording, out: Path) -> None:

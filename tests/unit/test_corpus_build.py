@@ -50,9 +50,11 @@ class Fakes:
                 (folder / "telemetry" / "logs").mkdir(parents=True)
                 (folder / "snapshot.json").write_text(json.dumps({"snapshot_id": sid, "scenario": {"id": scn.id}}))
                 (folder / "manifest.json").write_text(json.dumps({"tasks": scn.data["tasks"]}))
-                (folder / "telemetry" / "logs" / "cart-1.jsonl").write_text(f'{{"msg": "connection refused {self.leak}"}}\n')
+                log = folder / "telemetry" / "logs" / "cart-1.jsonl"
+                log.write_text(f'{{"msg": "connection refused {self.leak}"}}\n')
                 rec = Recording(scn.id, 1, "recorded", "", sid, str(folder), 1000 + n, 3, ["logs"], [0.0, 60.0],
-                                f"run-{n}", "host", {"lifecycle": 40.0, "snapshot": 5.0, "cleanup": 12.0, "total": 57.0},
+                                f"run-{n}", "host",
+                                {"lifecycle": 40.0, "snapshot": 5.0, "cleanup": 12.0, "total": 57.0},
                                 recovered=True, leftovers=["cart-1 paused"] if n in self.leftover else [])
                 if n in self.leftover:
                     rec.reason = "recorded, but the removal left: cart-1 paused"
@@ -225,3 +227,10 @@ def test_bench_generate_reports_throughput_per_level(fakes: Fakes) -> None:
     assert k1["per_hour"] > 0 and k1["deploy_seconds"] == 0.0
     text = bench_generate.render(report)
     assert text.splitlines()[0].startswith("drawing: ") and len(text.splitlines()) == 5
+
+
+def test_instances_are_recorded_one_template_at_a_time_in_turn() -> None:
+    from orchestrator.harness.corpus_build import interleaved
+
+    rows = [{"id": f"{t}{n}", "template": t} for t in "abc" for n in range(3 if t != "b" else 1)]
+    assert [r["id"] for r in interleaved(rows)] == ["a0", "b0", "c0", "a1", "c1", "a2", "c2"]
