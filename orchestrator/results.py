@@ -358,14 +358,29 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def render_leaderboard(rows: Sequence[dict[str, Any]], k: int = 1) -> str:
+    """Table 4's columns; with agents whose model calls were counted (presets), ITBench-AA's cost columns too:
+    model turns, tokens (in/out) and dollars per trial (means; — for agents the proxy did not count)."""
     headers = ["AGENT", "SCENARIOS", "TRIALS", f"PASS@{k} (%)", "FL (NTAM)", "FPC (NTAM)", "NO-SUBMISSION (%)",
                "MALFORMED (%)", "MTTD (s)", "MTTR (s)", "EXCLUDED"]
+    counted = any(r.get("model_calls") is not None for r in rows)
+    if counted:
+        headers += ["TURNS", "TOKENS IN/OUT", "COST ($/TRIAL)"]
+
+    def cost(r: dict[str, Any]) -> list[str]:
+        if not counted:
+            return []
+        if r.get("model_calls") is None:
+            return ["—", "—", "—"]
+        tokens = f"{r.get('input_tokens') or 0:.0f}/{r.get('output_tokens') or 0:.0f}"
+        return [f"{r['model_calls']:.1f}", tokens, "—" if r.get("cost_usd") is None else f"{r['cost_usd']:.4f}"]
+
     return table(headers, [
         [r["agent"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
          pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]),
          "—" if r["no_submission_rate"] is None else f"{100 * r['no_submission_rate']:.1f}",
          "—" if r["malformed_rate"] is None else f"{100 * r['malformed_rate']:.1f}",
-         pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1), r["excluded"]] for r in rows])
+         pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1), r["excluded"], *cost(r)]
+        for r in rows])
 
 
 def render_results(rows: Sequence[dict[str, Any]]) -> str:

@@ -180,3 +180,18 @@ def test_the_route_keeps_the_key_out_and_allows_only_the_proxy(tmp_path: Path, i
     assert (tmp_path / "run" / "gateway" / "model-calls.jsonl").exists()
     with route.model_route("python -m orchestrator.agents.heuristic", agent_dir, environ) as plain:
         assert plain.proxy is None and plain.env == {} and plain.sandbox_environ is None
+
+
+def test_the_leaderboard_shows_turns_tokens_and_cost_when_counted() -> None:
+    from orchestrator import results
+
+    base = {"agent": "claude-code (m) [replay]", "scenarios": 1, "trials": 2, "pass_at_k": 1.0, "pass_at_k_se": 0.0,
+            "ntam_fl": 1.0, "ntam_fl_se": 0.0, "ntam_fpc": 1.0, "ntam_fpc_se": 0.0, "no_submission_rate": 0.0,
+            "malformed_rate": 0.0, "mttd": 4.0, "mttd_se": 0.1, "mttr": None, "mttr_se": None, "excluded": 0}
+    counted = {**base, "model_calls": 5.0, "input_tokens": 6000.0, "output_tokens": 160.0, "cost_usd": 0.0087}
+    plain = {**base, "agent": "heuristic [replay]", "model_calls": None}
+    text = results.render_leaderboard([counted, plain])
+    assert "TURNS" in text and "COST ($/TRIAL)" in text
+    assert "5.0    6000/160       0.0087" in text.splitlines()[1]
+    assert text.splitlines()[2].rstrip().endswith("—      —              —")
+    assert "TURNS" not in results.render_leaderboard([plain])  # no counted agent: Table 4's columns only
