@@ -14,6 +14,7 @@ priced. The pieces:
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -55,8 +56,6 @@ class Preset:
         manifest = PREFIX / "node_modules" / self.package / "package.json"
         if not self.path.exists() or not manifest.is_file():
             return None
-        import json
-
         try:
             return str(json.loads(manifest.read_text()).get("version"))
         except (OSError, ValueError):
