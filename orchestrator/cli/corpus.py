@@ -23,6 +23,9 @@ def corpus() -> None:
 @click.option("--all-templates", "every", is_flag=True, help="Draw from every template of the catalog.")
 @click.option("--scenarios", "scenarios", multiple=True, metavar="SCENARIO",
               help="Instead of templates: fixed scenarios to freeze as a corpus (to compare against).")
+@click.option("--reuse-snapshots", "reuse", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="With --scenarios: a folder of snapshots already recorded (e.g. by `snapshot record --check`); "
+                   "a scenario with a verified one there is not recorded again.")
 @click.option("--seed", help="The seed (a published one for a dev split).")
 @click.option("--seed-file", type=click.Path(path_type=Path, dir_okay=False),
               help="A file whose first line is the seed (a private one for a held-out split; never printed or "
@@ -38,8 +41,9 @@ def corpus() -> None:
               help="Longest evidence window before handover, in minutes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the build record as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], seed: str | None, seed_file: Path | None,
-          count: int, out: Path, parallel: int, replays: int, window_cap: float, as_json: bool, quiet: bool) -> None:
+def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], reuse: Path | None,
+          seed: str | None, seed_file: Path | None, count: int, out: Path, parallel: int, replays: int,
+          window_cap: float, as_json: bool, quiet: bool) -> None:
     """Draw COUNT instances from TEMPLATES with a seed, prove each live and record it as a snapshot in one trial,
     drop what does not manifest or recover, replay the baseline agent on each, check that nothing an agent reads
     names a template, mechanism or fault, and index the corpus. Run it again with the same arguments to resume.
@@ -59,7 +63,7 @@ def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], s
     if fixed and (seed or seed_file):
         raise click.UsageError("--seed and --seed-file draw from templates: give none with --scenarios")
     req = BuildRequest(templates=names, scenarios=fixed, seed=the_seed, count=count, replays=replays,
-                       parallel=parallel, window_cap_s=window_cap * 60)
+                       parallel=parallel, window_cap_s=window_cap * 60, reuse=reuse)
     record = build_corpus(req, out, progress(quiet), echo_err(quiet))
     dropped = [i for i in record["instances"] if i["status"] == "dropped"]
     leaks = record["leak_check"]["leaks"]

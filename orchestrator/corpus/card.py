@@ -61,7 +61,8 @@ def card(root: Path) -> dict[str, Any]:
     out["by_class"] = dict(Counter(i.get("class", "?") for i in instances if i["id"] in kept))
     out["by_mechanism"] = dict(Counter(i["mechanism"] for i in instances if i["id"] in kept))
     out["yields"] = build.get("yields", {})
-    secs = [i["recording"]["seconds"] for i in instances if i.get("recording") and i["id"] in kept]
+    secs = [i["recording"]["seconds"] for i in instances
+            if i.get("recording") and "seconds" in i["recording"] and i["id"] in kept]
     out["verification"] = {
         "drawn": len(instances), "verified": len(kept),
         "dropped": sum(i["status"] == "dropped" for i in instances),

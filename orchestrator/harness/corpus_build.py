@@ -64,6 +64,9 @@ class BuildRequest:
     replays: int = 1
     parallel: int = 1
     window_cap_s: float = DEFAULT_WINDOW_CAP_S
+    reuse: Path | None = None
+    """Fixed scenarios only: a folder of snapshots already recorded; a scenario with one there (verified, at its
+    current spec version) is not recorded again: the newest is copied in."""
 
     def key(self) -> dict[str, Any]:
         """What a resumed build must match: the seed only by its hash."""
@@ -79,6 +82,11 @@ def _check_request(req: BuildRequest) -> None:
         raise OpsBenchError("a generated corpus needs a seed (--seed or --seed-file) and --count")
     if req.replays < 0:
         raise OpsBenchError("--replays must be 0 or more")
+    if req.reuse is not None and req.templates:
+        raise OpsBenchError("--reuse-snapshots freezes fixed scenarios from earlier recordings: give it with "
+                            "--scenarios, not with templates (a generated instance is recorded when it is drawn)")
+    if req.reuse is not None and not req.reuse.is_dir():
+        raise OpsBenchError(f"--reuse-snapshots {req.reuse}: not a folder of snapshots")
 
 
 def _prepare_out(out: Path, req: BuildRequest) -> dict[str, Any] | None:
@@ -190,6 +198,9 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
             layout.write_json(record_file, data)
 
     save()
+    if req.reuse is not None:
+        _reuse(req.reuse, [i for i in instances if i["status"] not in FINAL], out, echo)
+        save()
     todo = interleaved([i for i in instances if i["status"] not in FINAL])
     by_id = {i["id"]: i for i in instances}
     if todo:
@@ -214,6 +225,33 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
     data["finished_at"] = round(time.time(), 3)
     save()
     return data
+
+
+def _reuse(folder: Path, instances: list[dict[str, Any]], out: Path, echo: Callable[[str], None]) -> None:
+    """Copy into the corpus, for each instance with one in `folder`, its newest snapshot that verifies (files and
+    checksums, recorder, the scenario at its current version); those instances are verified by that recording."""
+    from orchestrator.snapshots import format as fmt
+
+    newest: dict[str, tuple[float, Path]] = {}
+    for child in sorted(p for p in folder.iterdir() if p.is_dir() and (p / fmt.INDEX).is_file()):
+        try:
+            info = fmt.verify(child)
+        except OpsBenchError as exc:
+            echo(f"  not reused: {child.name}: {exc}")
+            continue
+        if info.scenario_id not in newest or newest[info.scenario_id][0] < info.frozen_now:
+            newest[info.scenario_id] = (info.frozen_now, child)
+    for inst in instances:
+        if inst["id"] not in newest:
+            continue
+        source = newest[inst["id"]][1]
+        target = out / layout.SNAPSHOTS / source.name
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(source, target)
+        size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+        inst.update(status=VERIFIED, reason="", snapshot=f"{layout.SNAPSHOTS}/{source.name}", bytes=size,
+                    recording={"reused": str(source), "bytes": size})
+    echo(f"reused {sum('reused' in (i.get('recording') or {}) for i in instances)} recorded snapshot(s) from {folder}")
 
 
 def interleaved(instances: list[dict[str, Any]]) -> list[dict[str, Any]]:

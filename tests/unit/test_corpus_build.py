@@ -234,3 +234,23 @@ def test_instances_are_recorded_one_template_at_a_time_in_turn() -> None:
 
     rows = [{"id": f"{t}{n}", "template": t} for t in "abc" for n in range(3 if t != "b" else 1)]
     assert [r["id"] for r in interleaved(rows)] == ["a0", "b0", "c0", "a1", "c1", "a2", "c2"]
+
+
+def test_a_fixed_corpus_reuses_verified_recordings(tmp_path: Path, fakes: Fakes) -> None:
+    from orchestrator.snapshots.archive import import_archive
+
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    sample = next(Path("tests/data/snapshots").glob("shop-cart-down-*.tar.gz"))
+    info = import_archive(sample, recorded)
+    (recorded / "not-a-snapshot").mkdir()
+    req = BuildRequest(scenarios=("shop-cart-down", "shop-redis-down"), replays=1, reuse=recorded)
+    rec = build(req, tmp_path / "f", Progress())
+    assert fakes.recorded == ["shop-redis-down"]  # only the one without a recording is recorded
+    cart = next(i for i in rec["instances"] if i["id"] == "shop-cart-down")
+    assert cart["status"] == "verified" and cart["recording"]["reused"] == str(info.path)
+    assert (tmp_path / "f" / cart["snapshot"] / "snapshot.json").is_file()
+    from orchestrator.errors import OpsBenchError
+
+    with pytest.raises(OpsBenchError, match="with --scenarios"):
+        build(request(reuse=recorded), tmp_path / "g", Progress())
