@@ -3,7 +3,8 @@
 - ``docs/scenario-spec.md`` and ``docs/ground-truth.md`` from the JSON Schemas;
 - ``docs/agent-outputs.md`` from the agent output schemas, ``docs/manifest.md`` from the manifest's;
 - ``docs/faults.md`` from every ``roles/fault_*/meta/argument_specs.yml``;
-- ``docs/scenarios.md`` from every scenario spec and its ground truth.
+- ``docs/scenarios.md`` from every scenario spec and its ground truth;
+- ``docs/devops-projects.md`` from the DevOps upstream projects' catalogue and measured times.
 
 Nothing here lists roles or scenarios: the catalogs follow what is on disk.
 """
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
+from orchestrator.devops_projects import docs as devops_projects_docs
 from orchestrator.generation.effects import has_effect_model, load_effect_model
 from orchestrator.schemacheck import load_schema
 from orchestrator.spec import spec_files
@@ -40,6 +42,7 @@ FAULT_FAMILIES: tuple[tuple[str, str], ...] = (
     ("loopweb", "loopweb"),
     ("k8s", "kubernetes"),
     ("browser", "browser"),
+    ("benign", "distractor"),
 )
 FAMILY_INTRO = {
     "application": "Faults in the services' own code paths, switched on through feature flags or the app's settings.",
@@ -55,6 +58,8 @@ FAMILY_INTRO = {
                   "(NetworkPolicy, ResourceQuota) and delete again. Validated offline only so far.",
     "browser": "Faults a user sees in the browser: the edge answers browser requests wrongly, or a frontend release "
                "changes a page's script or style (see cuj.md).",
+    "distractor": "Benign changes at incident time that are not a cause (`faults[].distractor`, drawn by "
+                  "`vary.distractors`: generation.md).",
     "other": "Roles whose name matches no family prefix (see FAULT_FAMILIES in orchestrator/docgen.py).",
 }
 
@@ -422,6 +427,15 @@ def _vary_text(vary: dict[str, Any], faults: list[dict[str, Any]]) -> str:
         values = (f"{arg['range'][0]}..{arg['range'][1]} step {arg.get('step', 1)}" if "range" in arg
                   else ", ".join(map(str, arg.get("choices", []))))
         what.append(f"`{arg.get('arg')}` of `{arg.get('fault')}` from {values}")
+    if isinstance(d := vary.get("distractors"), dict):
+        counts = " or ".join(map(str, d.get("count", [0, 1])))
+        what.append(f"{counts} distractor(s) of `{d.get('role')}` on a service "
+                    + ("off the derived chain" if d.get("exclude_chain", True) else "other than the root cause"))
+    for key, words in (("offset", "a start offset (s)"), ("load", "the load")):
+        if isinstance(n := vary.get(key), dict):
+            values = (f"{n['range'][0]}..{n['range'][1]} step {n.get('step', 1)}" if "range" in n
+                      else ", ".join(map(str, n.get("choices", []))))
+            what.append(f"{words} from {values}")
     return "; ".join(what)
 
 
@@ -433,6 +447,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "docs/manifest.md": functools.partial(render, "manifest", "Agent manifest reference"),
     "docs/faults.md": render_faults,
     "docs/scenarios.md": render_scenarios,
+    "docs/devops-projects.md": devops_projects_docs.render,
 }
 
 

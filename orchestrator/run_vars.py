@@ -24,6 +24,9 @@ KIND_AGENTS = {"assess": f"{sys.executable} -m orchestrator.agents.ciso"}
 DOMAIN_AGENTS = {"FinOps": f"{sys.executable} -m orchestrator.agents.finops",
                  "DevOps": f"{sys.executable} -m orchestrator.agents.devops"}
 CHECK_PHASES = ("baseline", "manifestation", "recovery")
+FROZEN_ROLE = "env_snapshot"
+"""The environment role of a replay (trials.SNAPSHOT_ROLE): its incident was recorded after the start offset, so its
+handover does not wait again."""
 
 
 def default_agent(scn: Scenario) -> str:
@@ -86,6 +89,8 @@ def trial_vars(scn: Scenario) -> dict[str, Any]:
         "evaluators": evaluator_vars(scn),
         "reference": reference_vars(scn),
         "ground_truth": str(scn.ground_truth_path.resolve()),
+        # Seconds the handover waits after the incident manifested (spec `timing.startOffsetSeconds`).
+        "start_offset": int((scn.data.get("timing") or {}).get("startOffsetSeconds", 0)),
     }
 
 
@@ -150,6 +155,8 @@ def step_extravars(state: dict[str, Any], step: str) -> dict[str, Any]:
         ev["opsbench_tool_profile"] = state.get("tool_profile", "full")
         if state.get("visible_since") is not None:
             ev["opsbench_visible_since"] = state["visible_since"]
+        if v.get("start_offset") and v["environment"].get("role") != FROZEN_ROLE:
+            ev["opsbench_start_offset"] = v["start_offset"]
     elif step == "solve":
         ev["opsbench_reference"] = v.get("reference", [])
     elif step in ("evaluate_untouched", "evaluate_reference"):

@@ -24,6 +24,8 @@ from orchestrator.spec import Scenario, spec_files
 from orchestrator.yamlfile import read_yaml
 
 GENERATED_ID = re.compile(r"inc-[0-9a-f]{12}")
+DEFAULT_STEP_TIMEOUTS = {"job": 600, "idle": 300}
+"""lifecycle.DEFAULT_TIMEOUTS (not imported: validation stays clear of the step engine); a test keeps them equal."""
 
 
 def load_registry() -> dict[str, Any]:
@@ -66,6 +68,7 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
             found += _role_problems(f, f"$.faults[{i}].args", fault["role"], entry, fault["args"])
         out += list(dict.fromkeys(found))  # inject and remove share options: report each once
     out += _duplicates(f, "$.faults", [x["name"] for x in scn.faults])
+    out += distractor_role_problems(scn)
     for i, ref in enumerate(scn.reference):
         out += _role_problems(f, f"$.reference[{i}].args", ref["role"], "main", ref["args"])
     out += _duplicates(f, "$.reference", [x["name"] for x in scn.reference])
@@ -82,6 +85,12 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
         out += _role_problems(f, f"$.evaluation.evaluators[{i}].params", ev["role"], "main", ev["params"])
     out += _duplicates(f, "$.tasks", [t["id"] for t in data["tasks"]])
     out += [Problem(f, "$.tasks", msg) for msg in shared_output_conflicts([t["kind"] for t in data["tasks"]])]
+
+    offset = (data.get("timing") or {}).get("startOffsetSeconds", 0)
+    handover = {**DEFAULT_STEP_TIMEOUTS, **(data.get("timeouts") or {}).get("handover", {})}
+    if offset >= min(handover.values()):
+        out.append(Problem(f, "$.timing.startOffsetSeconds", f"the handover waits {offset} s, which its step timeouts "
+                           f"(job {handover['job']} s, idle {handover['idle']} s) would cut: raise timeouts.handover"))
 
     out += registry_problems(scn)
     if "vary" in scn.data:
@@ -162,6 +171,7 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
                                               f"'{scn.environment_role}' (known: {', '.join(sorted(known))})"))
     if gt.get("incident", True) and not any(e.get("rootCause") for e in gt["entities"]):
         problems.append(Problem(g, "$.entities", "an incident needs at least one entity with rootCause: true"))
+    problems += distractor_truth_problems(scn, gt, topo)
     # The manifestation gate waits for alerts; each must be one the ground truth expects, so the
     # evaluator and the gate never disagree about what the incident looks like.
     expected = {a["name"] for a in gt.get("alerts", [])}
@@ -183,6 +193,50 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
                     problems.append(Problem(str(scn.path), f"{where}.{label}",
                                             f"label value must be a string, not {value_kind(value)}"))
     return problems
+
+
+def distractor_role_problems(scn: Scenario) -> list[Problem]:
+    """A fault is a distractor exactly when its role is benign (its effect model says `benign: true`): a benign
+    change counted as a cause, or a cause counted as benign, would make the ground truth lie."""
+    from orchestrator.generation.effects import is_benign
+
+    out = []
+    for i, fault in enumerate(scn.faults):
+        marked, benign = bool(fault.get("distractor")), is_benign(fault["role"])
+        if marked and not benign:
+            out.append(Problem(str(scn.path), f"$.faults[{i}].distractor", f"role {fault['role']} is not a "
+                               "distractor's role: its effect model (meta/effects.yml) does not say `benign: true`"))
+        elif benign and not marked:
+            out.append(Problem(str(scn.path), f"$.faults[{i}].distractor", f"role {fault['role']} makes a benign "
+                               "change that is never a cause: mark the fault `distractor: true`"))
+    return out
+
+
+def distractor_truth_problems(scn: Scenario, gt: dict[str, Any], topo: dict[str, Any]) -> list[Problem]:
+    """A distractor's target is an entity of the ground truth that is not a root cause (of the same service as
+    none): blaming it must cost the agent, and a distractor that is also a root cause is a contradiction."""
+    from orchestrator.generation.effects import Topology, is_benign, load_benign_model
+
+    out: list[Problem] = []
+    graph = Topology(topo)
+    roots = {graph.service_of(e["id"]) for e in gt["entities"] if e.get("rootCause")}
+    listed = {graph.service_of(e["id"]) for e in gt["entities"] if not e.get("rootCause")}
+    for i, fault in enumerate(scn.faults):
+        if not fault.get("distractor") or not is_benign(fault["role"]):
+            continue
+        model = load_benign_model(fault["role"])
+        target = fault["args"].get(model.target_arg)
+        if not isinstance(target, str):  # a missing or mistyped target: the argument checks report it
+            continue
+        where = f"$.faults[{i}].args.{model.target_arg}"
+        if graph.service_of(target) in roots:
+            out.append(Problem(str(scn.path), where, f"a distractor that is also a root cause: '{target}' is a root "
+                               f"cause in {scn.ground_truth_path.name}; a distractor is never the cause"))
+        elif graph.service_of(target) not in listed:
+            out.append(Problem(str(scn.path), where, f"distractor target '{target}' is not among the entities of "
+                               f"{scn.ground_truth_path.name}: list it (rootCause false) so that blaming it counts "
+                               "against the agent"))
+    return out
 
 
 def finops_truth_problems(file: str, gt: dict[str, Any]) -> list[Problem]:

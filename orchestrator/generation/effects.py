@@ -28,6 +28,7 @@ ENTRY_ALERTS = {"errors": "CustomerErrorsHigh"}
 """What the entry service (the one users reach) shows: users see errors, not the entry's own latency alert."""
 REQUIRED = ("mechanism", "target_kinds", "fault_type", "layer", "target_alerts", "caller_effects", "condition",
             "effect")
+BENIGN_REQUIRED = ("mechanism", "target_arg", "target_kinds")
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,21 @@ class EffectModel:
         return names
 
 
+@dataclass(frozen=True)
+class BenignModel:
+    """The effect model of a distractor's role (`benign: true`): a visible change that is not a root cause and
+    raises no lasting alert (what comes and goes while it acts, such as a recreated container's ContainerRestarted,
+    is left out as the root-cause models leave it out). Nothing travels: no chain, no alert, no fault type."""
+
+    role: str
+    mechanism: str
+    target_arg: str
+    target_kinds: tuple[str, ...]
+
+    def target_in(self, args: dict[str, Any]) -> str:
+        return str(args[self.target_arg])
+
+
 def effects_file(role: str) -> Path:
     return role_dir(role) / EFFECTS_FILE
 
@@ -99,8 +115,7 @@ def has_effect_model(role: str) -> bool:
     return effects_file(role).is_file()
 
 
-def load_effect_model(role: str) -> EffectModel:
-    """The effect model of fault role `role`; SpecInvalid naming the file and field when it is missing or wrong."""
+def _model_data(role: str) -> tuple[Path, dict[str, Any]]:
     path = effects_file(role)
     if not path.is_file():
         raise SpecInvalid([Problem(str(path), "$", f"fault role {role} has no effect model: generation needs one "
@@ -108,6 +123,39 @@ def load_effect_model(role: str) -> EffectModel:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise SpecInvalid([Problem(str(path), "$", "an effect model is a YAML mapping")])
+    return path, data
+
+
+def is_benign(role: str) -> bool:
+    """Whether `role` is a distractor's role: its effect model says `benign: true`."""
+    if not has_effect_model(role):
+        return False
+    data = read_yaml(effects_file(role))
+    return isinstance(data, dict) and data.get("benign") is True
+
+
+def load_benign_model(role: str) -> BenignModel:
+    """The effect model of distractor role `role`; SpecInvalid naming the file and field when it is missing, not
+    benign or incomplete."""
+    path, data = _model_data(role)
+    if data.get("benign") is not True:
+        raise SpecInvalid([Problem(str(path), "$.benign", f"fault role {role} is not benign: a distractor's role "
+                                   "says `benign: true` in its effect model (it raises no lasting alert)")])
+    problems = [Problem(str(path), json_path((key,)), "required") for key in BENIGN_REQUIRED if key not in data]
+    if not isinstance(data.get("target_kinds", []), list):
+        problems.append(Problem(str(path), "$.target_kinds", "a list of entity kinds"))
+    if problems:
+        raise SpecInvalid(problems)
+    return BenignModel(role=role, mechanism=str(data["mechanism"]), target_arg=str(data["target_arg"]),
+                       target_kinds=tuple(data["target_kinds"]))
+
+
+def load_effect_model(role: str) -> EffectModel:
+    """The effect model of fault role `role`; SpecInvalid naming the file and field when it is missing or wrong."""
+    path, data = _model_data(role)
+    if data.get("benign") is True:
+        raise SpecInvalid([Problem(str(path), "$.benign", f"fault role {role} is benign (a distractor): it is never "
+                                   "a root cause, so no incident's ground truth derives from it")])
     problems = [Problem(str(path), json_path((key,)), "required") for key in REQUIRED if key not in data]
     if ("target_arg" in data) == ("target" in data):
         problems.append(Problem(str(path), "$.target_arg", "give either target_arg (the argument naming the target) "

@@ -19,11 +19,12 @@ from typing import Any
 
 import yaml
 
+from orchestrator.argspecs import entry_options
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import OpsBenchError, Problem, SpecInvalid
 from orchestrator.generation import journeys
-from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, Topology, derive
-from orchestrator.generation.templates import Template, Variation
+from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, Topology, aliases, derive, load_benign_model
+from orchestrator.generation.templates import LOADS, Template, Variation
 
 GOALS = {
     "diagnose": ("Users of the {app} report problems. Find the root-cause entity and explain how the failure "
@@ -91,8 +92,9 @@ def shares(count: int, templates: list[Template]) -> list[int]:
 
 def incident_key(spec: dict[str, Any]) -> str:
     """What makes two instances the same: environment, faults (roles and arguments) and the kinds of task."""
-    return json.dumps([spec["environment"], [(f["role"], f.get("args", {})) for f in spec["faults"]],
-                       sorted(t["kind"] for t in spec["tasks"])], sort_keys=True)
+    key = [spec["environment"], [(f["role"], f.get("args", {})) for f in spec["faults"]],
+           sorted(t["kind"] for t in spec["tasks"])]
+    return json.dumps([*key, spec["timing"]] if "timing" in spec else key, sort_keys=True)
 
 
 def generate(templates: list[Template], seed: str, count: int) -> Generated:
@@ -129,6 +131,7 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
     data.pop("vary", None)
     data.pop("groundTruth", None)
     app = data["environment"]["application"]
+    add_distractors(template, variation, data)
     names = {f["name"]: f"f{i}" for i, f in enumerate(data["faults"], 1)}
     varied_args: dict[str, Any] = {}
     for f in data["faults"]:
@@ -175,7 +178,50 @@ def build(template: Template, variation: Variation, iid: str) -> Instance:
     ground_truth = {"apiVersion": "opsbench/v1", "kind": "GroundTruth", "scenario": iid, "incident": True,
                     **{k: truth[k] for k in ("alerts", "evidence", "entities", "propagations", "faults",
                                              "mitigations")}}
+    # A distractor is an entity that is not a root cause: an agent that blames it loses precision.
+    ground_truth["entities"] = [*ground_truth["entities"],
+                                *({"id": d, "aliases": aliases(topo, d), "rootCause": False}
+                                  for d in distractor_targets(data["faults"]))]
+    if variation.offset:
+        data["timing"] = {**data.get("timing", {}), "startOffsetSeconds": variation.offset}
+    if variation.load is not None:
+        set_load(data, scn.environment_role, variation.load)
     return Instance(iid, scn.id, variation, data, ground_truth, cuj)
+
+
+def add_distractors(template: Template, variation: Variation, data: dict[str, Any]) -> None:
+    """Put the drawn distractors before the template's faults (their changes precede the incident's first symptom,
+    as a suspect deploy does), named like any fault (`f1`... after renaming: nothing says which is benign)."""
+    if not variation.distractors:
+        return
+    assert template.distractor is not None
+    taken = {f["name"] for f in data["faults"]}
+    extra = []
+    for i, target in enumerate(variation.distractors, 1):
+        name = next(n for n in (f"distractor-{i}", *(f"distractor-{i}-{k}" for k in range(2, 99))) if n not in taken)
+        extra.append({"name": name, "role": template.distractor.role,
+                      "args": {template.distractor.target_arg: target}, "distractor": True})
+    data["faults"] = [*extra, *data["faults"]]
+
+
+def distractor_targets(faults: list[dict[str, Any]]) -> list[str]:
+    """The targets of an instance's distractors (drawn or written in the template), in fault order."""
+    return list(dict.fromkeys(str(f["args"][load_benign_model(f["role"]).target_arg]) for f in faults
+                              if f.get("distractor")))
+
+
+def set_load(data: dict[str, Any], role: str, load: int) -> None:
+    """The drawn load into the environment's arguments; left out when it is the role's default, so such an
+    instance shares its deployment with every instance of the default load (deployments group by the arguments
+    as written)."""
+    arg = LOADS[role][0]
+    env_args = {**data["environment"].get("args", {}), arg: load}
+    if load == entry_options(role, "deploy").get(f"{role}_{arg}", {}).get("default"):
+        env_args.pop(arg)
+    if env_args:
+        data["environment"]["args"] = env_args
+    else:
+        data["environment"].pop("args", None)
 
 
 def firing(alerts: list[dict[str, str]], topo: Topology) -> list[dict[str, str]]:

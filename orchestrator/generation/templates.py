@@ -2,8 +2,10 @@
 
 A template stays a valid fixed scenario (the values written in it are one instance); `vary` names the fault whose
 target is drawn from the environment's topology (by a predicate) and the fault arguments drawn from a range or a
-list of choices. `variations` lists every draw a template allows, in a fixed order, so the generator can count the
-variation space and draw from it reproducibly.
+list of choices, and may add distractors (benign changes off the derived chain), a start offset and a load level.
+`variations` lists every draw a template allows, in a fixed order, so the generator can count the variation space
+and draw from it reproducibly. A template without the optional sections has exactly the variations (and keys) it
+had before they existed, so its instances stay byte-identical.
 """
 
 from __future__ import annotations
@@ -16,11 +18,27 @@ from typing import Any
 
 from orchestrator.argspecs import entry_options, role_dir
 from orchestrator.errors import Problem, SpecInvalid
-from orchestrator.generation.effects import EffectModel, Topology, has_effect_model, load_effect_model, unknown_alerts
+from orchestrator.generation.effects import (
+    BenignModel,
+    EffectModel,
+    Topology,
+    derive,
+    has_effect_model,
+    is_benign,
+    load_benign_model,
+    load_effect_model,
+    unknown_alerts,
+)
 from orchestrator.role_topology import load_topology
 from orchestrator.spec import Scenario
 
 ALERT_RULE = re.compile(r"^\s*-\s*alert:\s*([A-Za-z0-9_]+)\s*$", re.M)
+MAX_START_OFFSET = 240
+"""Seconds (the schema's `timing.startOffsetSeconds` maximum): the handover waits them, under its idle limit (300 s)."""
+LOADS: dict[str, tuple[str, int, int]] = {"env_shop": ("loadgen_rps", 2, 8)}
+"""The load argument of an environment role and the loads generation may draw for it. Ansible argument specs have no
+bounds, so they live here: 2 and 6 journeys/s are proven by fixed scenarios (ads GC pauses, the busy healthy
+control), the default is 3, and 8 is the most two shared cores are asked to carry."""
 
 
 @dataclass(frozen=True)
@@ -31,10 +49,21 @@ class Variation:
     args: tuple[tuple[str, str, Any], ...]
     source: str | None = None
     """The caller of `target` whose calls the fault hits, for a fault on one call path."""
+    distractors: tuple[str, ...] = ()
+    """The targets of the distractors drawn (`vary.distractors`), none by default."""
+    offset: int | None = None
+    """The start offset drawn (`vary.offset`), in seconds; None: the template draws none."""
+    load: int | None = None
+    """The load drawn (`vary.load`); None: the template draws none."""
 
     def key(self) -> str:
+        """The draw in one string (ids hash it). The optional parts are added only when drawn, so the keys of a
+        template without them are what they were before they existed."""
         where = f"{self.source}>{self.target}" if self.source else self.target
-        return "|".join([where, *(f"{f}.{a}={v!r}" for f, a, v in self.args)])
+        return "|".join([where, *(f"{f}.{a}={v!r}" for f, a, v in self.args),
+                         *(f"distractor={d}" for d in self.distractors),
+                         *([f"offset={self.offset}"] if self.offset is not None else []),
+                         *([f"load={self.load}"] if self.load is not None else [])])
 
 
 def defined_alerts(scn: Scenario) -> set[str]:
@@ -65,11 +94,22 @@ def role_choices(role: str, arg: str) -> list[Any] | None:
     return list(choices) if choices else None
 
 
+def fixed_distractors(scn: Scenario) -> set[str]:
+    """The targets of the distractors a template writes among its faults (`distractor: true`, a benign role):
+    never a drawn root cause."""
+    out = set()
+    for f in scn.faults:
+        if f.get("distractor") and is_benign(f["role"]):
+            out.add(str(f["args"].get(load_benign_model(f["role"]).target_arg)))
+    return out
+
+
 def candidate_targets(scn: Scenario, topo: Topology, model: EffectModel) -> list[str]:
-    """The entities the predicate of `vary.target` matches that the fault role can take as its target."""
+    """The entities the predicate of `vary.target` matches that the fault role can take as its target (never one a
+    distractor of the template acts on)."""
     target = scn.data["vary"]["target"]
     kinds = set(target.get("kinds") or model.target_kinds)
-    exclude = exclude_of(scn) | topo.users
+    exclude = exclude_of(scn) | topo.users | fixed_distractors(scn)
     called = target.get("called", True)
     # A role without a target argument acts on its one entity (still subject to the predicate).
     allowed = role_choices(model.role, model.target_arg) if model.target_arg else [model.target]
@@ -87,6 +127,8 @@ class Template:
     model: EffectModel
     topology: Topology
     variations: list[Variation]
+    distractor: BenignModel | None = None
+    """The distractors' model, when the template draws distractors."""
 
 
 def template_problems(scn: Scenario) -> list[Problem]:
@@ -151,9 +193,95 @@ def load_template(scn: Scenario) -> Template:
             problems.append(Problem(f, where, "the range holds no value"))
             continue
         axes.append([(arg["fault"], arg["arg"], v) for v in values])
+    distractor = _distractor_model(scn, problems)
+    offsets = _drawn_numbers(scn, "offset", problems)
+    loads = _drawn_numbers(scn, "load", problems)
     if problems:
         raise SpecInvalid(problems)
     places = [(None, t) for t in targets] if model.source_arg is None else [
         (s, t) for t in targets for s in topo.system_callers(t) if s not in exclude_of(scn)]
-    variations = [Variation(t, tuple(combo), s) for s, t in places for combo in itertools.product(*axes)]
-    return Template(scn, fault, model, topo, variations)
+    variations = []
+    for s, t in places:
+        for combo in itertools.product(*axes):
+            picks = distractor_picks(scn, distractor, model, topo, fault, t, s, combo) if distractor else [()]
+            variations += [Variation(t, tuple(combo), s, picked, offset, load) for picked in picks
+                           for offset in offsets for load in loads]
+    if distractor and not variations:
+        raise SpecInvalid([Problem(f, "$.vary.distractors", "no draw has a service outside its chain for the "
+                                   f"{max(vary['distractors'].get('count', [0, 1]))} distractor(s) asked: give a "
+                                   "count of 0 or fewer exclusions")])
+    return Template(scn, fault, model, topo, variations, distractor)
+
+
+def _distractor_model(scn: Scenario, problems: list[Problem]) -> BenignModel | None:
+    """The model of `vary.distractors.role` (None: the template draws none); its problems appended."""
+    spec = scn.data["vary"].get("distractors")
+    if spec is None:
+        return None
+    f, role = str(scn.path), spec["role"]
+    if not is_benign(role):
+        problems.append(Problem(f, "$.vary.distractors.role", f"fault role {role} is not a distractor's role: its "
+                                "effect model (meta/effects.yml) must say `benign: true`, or it would be a cause"))
+        return None
+    try:
+        return load_benign_model(role)
+    except SpecInvalid as exc:
+        problems.extend(exc.problems)
+        return None
+
+
+def distractor_picks(scn: Scenario, model: BenignModel, cause: EffectModel, topo: Topology, fault: dict[str, Any],
+                     target: str, source: str | None, combo: tuple[tuple[str, str, Any], ...]) -> list[tuple[str, ...]]:
+    """The distractor targets a draw of the varied fault allows, for each count `vary.distractors` allows (the
+    empty pick for a count of 0): services of the model's kinds its role accepts, never the root cause, and (with
+    `exclude_chain`, the default) none the draw's derived ground truth names (its chain, a dependency it breaks)."""
+    spec = scn.data["vary"]["distractors"]
+    args = {**fault.get("args", {}), **{a: v for name, a, v in combo if name == fault["name"]}}
+    if cause.target_arg:
+        args[cause.target_arg] = target
+    truth = derive(cause, target, topo, source, args)
+    named = {e["id"] for e in truth["entities"]} if spec.get("exclude_chain", True) else {
+        e["id"] for e in truth["entities"] if e.get("rootCause")}
+    named |= {topo.service_of(e) for e in named} | {target, *([source] if source else [])} | fixed_distractors(scn)
+    kinds = set(spec.get("kinds") or model.target_kinds)
+    allowed = role_choices(model.role, model.target_arg)
+    candidates = sorted(e for e, ent in topo.entities.items()
+                        if ent.get("kind") in kinds and e not in named and e not in topo.users
+                        and e not in set(spec.get("exclude", [])) and (allowed is None or e in allowed))
+    return [pick for n in sorted(set(spec.get("count", [0, 1]))) for pick in itertools.combinations(candidates, n)]
+
+
+def _drawn_numbers(scn: Scenario, section: str, problems: list[Problem]) -> list[Any]:
+    """The values `vary.<section>` (offset or load) draws from ([None]: the template draws none), checked against
+    their bounds; its problems appended."""
+    spec = scn.data["vary"].get(section)
+    if spec is None:
+        return [None]
+    f, where = str(scn.path), f"$.vary.{section}"
+    if section == "offset":
+        low, high, what = 0, MAX_START_OFFSET, "a start offset (seconds)"
+    else:
+        role = scn.environment_role
+        if role not in LOADS:
+            problems.append(Problem(f, where, f"the {scn.data['environment']['application']} environment "
+                                    f"({role}) has no load to vary (loads are known for {', '.join(LOADS)})"))
+            return []
+        _arg, low, high = LOADS[role]
+        what = f"a load ({role} {_arg})"
+    if ("range" in spec) == ("choices" in spec):
+        problems.append(Problem(f, where, "give either range or choices"))
+        return []
+    if "range" in spec:
+        lo, hi = spec["range"]
+        if lo > hi:
+            problems.append(Problem(f, f"{where}.range", f"inverted range [{lo}, {hi}]: low must not exceed high"))
+            return []
+        values: list[Any] = grid(lo, hi, spec.get("step", 1))
+    else:
+        values = list(dict.fromkeys(spec["choices"]))
+    bad = [v for v in values if not float(v).is_integer() or not low <= v <= high]
+    if bad:
+        problems.append(Problem(f, f"{where}.{'range' if 'range' in spec else 'choices'}",
+                                f"{bad} outside {what}: whole numbers from {low} to {high}"))
+        return []
+    return [int(v) for v in values]

@@ -53,6 +53,9 @@ def test_instances_say_nothing_of_their_cause(tmp_path: Path) -> None:
         words |= {model.role, model.fault_type, model.mechanism, *(f["name"] for f in scn.faults)}
         words |= {w for w in re.split(r"[-_ ]", template) if len(w) > 3 and w not in {"shop", "down"}}
         words |= set(re.split(r"[-_ ]", model.fault_type)) | set(model.role.split("_")[1:])
+        if "distractors" in scn.data["vary"]:  # nothing says which fault is the benign one
+            role = scn.data["vary"]["distractors"]["role"]
+            words |= {role, "distractor", "innocent", *role.split("_")[1:]}
     words.discard("container")  # the topology's own word; agents see containers anyway
     for inst in result["instances"]:
         spec = yaml.safe_load((tmp_path / inst["id"] / "scenario.yaml").read_text())
@@ -131,8 +134,8 @@ def test_a_bad_template_is_one_error_naming_file_and_field(tmp_path: Path, edit:
 
 
 def test_a_count_beyond_the_variation_space_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    with pytest.raises(OpsBenchError, match=r"larger than the variation space .*shop-redis-down 2"):
-        generate_into(("shop-redis-down",), "s", 3, tmp_path / "out")
+    with pytest.raises(OpsBenchError, match=r"larger than the variation space .*shop-cuj-compound-redis-down 2"):
+        generate_into(("shop-cuj-compound-redis-down",), "s", 3, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
