@@ -135,7 +135,9 @@ def _draw(req: BuildRequest, out: Path) -> tuple[list[dict[str, Any]], list[dict
 
 def _leak_needles(req: BuildRequest, instances: list[dict[str, Any]]) -> list[str]:
     """The strings no agent-facing file may hold: template ids, the templates' fault names and roles, the
-    mechanisms, and the seed (when long enough to mean something)."""
+    mechanisms (the distractors' too), and the seed (when long enough to mean something)."""
+    from orchestrator.generation.templates import load_template
+
     needles: set[str] = set()
     for name in req.templates:
         scn = find_scenario(name)
@@ -144,6 +146,9 @@ def _leak_needles(req: BuildRequest, instances: list[dict[str, Any]]) -> list[st
             needles.add(str(fault["role"]))
             if len(str(fault.get("name", ""))) >= 4:
                 needles.add(str(fault["name"]))
+        distractor = load_template(scn).distractor
+        if distractor is not None:  # which fault is the benign one is the owner's too
+            needles |= {distractor.role, distractor.mechanism}
     for inst in instances:
         if inst["template"]:
             needles.add(inst["mechanism"])
