@@ -28,7 +28,7 @@ help:
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=230 K=2 CORPUS_OUT=...]; resumable"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
-	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex) under .agents/ (npm, pinned)"
+	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex, Gemini CLI, OpenCode) under .agents/ (npm, pinned)"
 	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
 	@echo "make reliability             interruptions at every phase, own faults, idempotence, fuzzing, isolation audit"
 	@echo "make fuzz                    random property/API fuzzing, 10x the cases; prints the seed [SEED=<n> replays]"
@@ -99,7 +99,7 @@ fuzz:
 test-unit:
 	@$(BIN)/pytest -n $(TEST_WORKERS) tests/unit $(PYTEST_ARGS)
 
-# The agent presets' CLIs (pinned, project-local, not part of setup: ~800 MB) and their tests with the real binaries.
+# The agent presets' CLIs (pinned, project-local, not part of setup: ~1.3 GB) and their tests with the real binaries.
 agents:
 	@$(BIN)/python -m orchestrator.agents.presets.install
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -60,12 +61,19 @@ def runs(scenario: str | None, limit: int, as_json: bool) -> None:
 @click.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
-def show(run_id: str, as_json: bool) -> None:
+@click.option("--atif", is_flag=True, help="Print the run's trajectory in ATIF (Agent Trajectory Interchange Format, "
+              "as Harbor uses it): model turns, tool calls with arguments and answers, timings, tokens.")
+def show(run_id: str, as_json: bool, atif: bool) -> None:
     """Show one run: its phase timeline and outcome."""
     from orchestrator.run_views import render_run
     from orchestrator.runs import load_run
 
     run = load_run(run_id)
+    if atif:
+        from orchestrator.atif import build
+
+        emit_json(build(Path(str(run["run_dir"]))))
+        return
     if as_json:
         emit_json(run)
         return

@@ -15,7 +15,10 @@ trajectory_record.schema.json``). With the ground truth's reference ``trajectory
 * a preset's model calls, as the recording model proxy counted them (``model-calls.jsonl``, one record per call;
   ``orchestrator/modelproxy``): ``model_calls`` (turns), ``input_tokens``/``output_tokens`` (these replace the
   agent's own count: the proxy saw every call), ``cached_tokens``, ``cost_usd`` (None when a call's model had no
-  price) and ``model_seconds`` (time spent waiting on the model). None without that file.
+  price) and ``model_seconds`` (time spent waiting on the model). None without that file. Calls the proxy refused
+  because the run's model budget was spent (``budget.tokens``/``budget.costUsd``) are ``model_calls_refused`` and
+  not turns, as the gateway records but does not count tool calls past ``budget.steps``; ``model_budget`` names the
+  cap that was reached (``tokens`` or ``cost_usd``), else None.
 
 Without a trajectory file the call-based metrics are None (not 0): nothing was recorded.
 """
@@ -68,7 +71,7 @@ def _tokens(records: list[dict[str, Any]], usage: Mapping[str, Any], key: str) -
 
 def model_usage(path: Path | None) -> dict[str, Any]:
     """The model proxy's counts of a run (``model-calls.jsonl``); every value None when there is no such file."""
-    keys = ("model_calls", "cached_tokens", "cost_usd", "model_seconds")
+    keys = ("model_calls", "cached_tokens", "cost_usd", "model_seconds", "model_calls_refused", "model_budget")
     if path is None or not path.is_file():
         return dict.fromkeys(keys)
     calls = []
@@ -79,6 +82,8 @@ def model_usage(path: Path | None) -> dict[str, Any]:
             continue
         if isinstance(record, dict):
             calls.append(record)
+    refused = [c for c in calls if c.get("status") == "refused"]
+    calls = [c for c in calls if c.get("status") != "refused"]
 
     def total(key: str) -> int:
         return sum(int(c[key]) for c in calls if isinstance(c.get(key), int) and not isinstance(c.get(key), bool))
@@ -89,7 +94,9 @@ def model_usage(path: Path | None) -> dict[str, Any]:
             "cached_tokens": total("cached_tokens"),
             "cost_usd": round(sum(float(c) for c in costs if isinstance(c, int | float)), 8) if priced else None,
             "model_seconds": round(sum(float(c["latency"]) for c in calls
-                                       if isinstance(c.get("latency"), int | float)), 3)}
+                                       if isinstance(c.get("latency"), int | float)), 3),
+            "model_calls_refused": len(refused),
+            "model_budget": next((str(c["budget"]) for c in refused if isinstance(c.get("budget"), str)), None)}
 
 
 def score_process(trajectory_path: Path | None, output_path: Path | None,

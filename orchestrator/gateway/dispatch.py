@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from .context import RunContext
 from .errors import HTTP_STATUS, TRAJECTORY_STATUS, ToolError
 from .tools import BY_NAME, Tool, profile_tools
-from .trajectory import TrajectoryLog, redact
+from .trajectory import AnswerLog, TrajectoryLog, redact
 
 log = logging.getLogger("opsbench.gateway")
 
@@ -68,6 +68,7 @@ class Gateway:
                       if t.family not in ctx.options.hidden_families and ctx.evidence.offers(t)]
         self._visible = {t.name: t for t in self.tools}
         self.trajectory = trajectory or TrajectoryLog(ctx.gateway_dir / "trajectory.jsonl")
+        self.answers = AnswerLog(self.trajectory.path.with_name("answers.jsonl"))
         self._calls = 0
         self._lock = threading.Lock()
 
@@ -158,5 +159,7 @@ class Gateway:
             record["error"] = redact(outcome.error.to_dict(), token)
         try:
             self.trajectory.append(record)
+            if outcome.ok:
+                self.answers.keep(record["result_sha256"], answer, token)
         except OSError:
             log.exception("cannot append to the trajectory %s", self.trajectory.path)

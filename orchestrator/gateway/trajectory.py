@@ -3,6 +3,10 @@
 Records follow `orchestrator/schemas/trajectory_record.schema.json`; the process metrics read them. Arguments are
 stored as the agent sent them, minus anything token-like (by key name, by value equal to the run's token, or a
 `Bearer ...` string), and long strings are shortened with a marker saying how much was cut.
+
+The answers of successful calls go beside it, once per distinct answer, in `<run dir>/gateway/answers.jsonl`
+(`{"sha256", "answer"}`, the record's `result_sha256`; at most 64 KiB each): the trajectory stays small for the
+process metrics, and an export (ATIF, `orchestrator/atif.py`) can still show what each call answered.
 """
 
 from __future__ import annotations
@@ -49,3 +53,28 @@ class TrajectoryLog:
         line = json.dumps(record, sort_keys=True, default=str) + "\n"
         with self._lock, self.path.open("a", encoding="utf-8") as fh:
             fh.write(line)
+
+
+MAX_ANSWER = 64 * 1024
+
+
+class AnswerLog:
+    """The answers of a run's calls, each distinct one once (by its SHA-256, the trajectory's ``result_sha256``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def keep(self, sha256: str, answer: str, token: str | None = None) -> None:
+        with self._lock:
+            if sha256 in self._seen:
+                return
+            self._seen.add(sha256)
+            if token:
+                answer = answer.replace(token, REDACTED)
+            entry: dict[str, Any] = {"sha256": sha256, "answer": answer[:MAX_ANSWER]}
+            if len(answer) > MAX_ANSWER:
+                entry["cut"] = len(answer) - MAX_ANSWER
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")

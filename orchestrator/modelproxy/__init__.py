@@ -7,6 +7,11 @@ upstream model server unchanged, streaming the answer back as it arrives. Per ca
 ``<run dir>/gateway/model-calls.jsonl`` (out of the agent's sight): model, input/output/cached tokens (``usage.py``),
 latency, time to first byte and cost from the price table (``prices.py``).
 
+A run's budget may cap its model use (``budget.tokens``, ``budget.costUsd`` in the scenario; ``Caps``): once the
+calls so far have spent a cap, the proxy answers every further call itself, in the shape the vendor uses for an
+account that cannot pay (``refusal``), without forwarding it, and records it (``status: refused``). The cap is
+checked before each call, so the call that crosses it completes: the total may pass the cap by one call.
+
 Standard library only (``http.server`` and ``http.client``): a forwarding proxy for a handful of calls per run
 needs no more, and a model-gateway library would bring a large dependency tree for the same few lines.
 """
@@ -17,10 +22,12 @@ import contextlib
 import hmac
 import http.client
 import json
+import re
 import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,15 +38,56 @@ from orchestrator.modelproxy.prices import Price, lookup
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
               "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"}
 AUTH_HEADERS = {"authorization", "x-api-key", "api-key", "x-goog-api-key"}
-GENERATION = ("/messages", "/responses", "/chat/completions", "/completions")
+GENERATION = ("/messages", "/responses", "/chat/completions", "/completions", ":generateContent",
+              ":streamGenerateContent")
+GEMINI_MODEL = re.compile(r"/models/([^/:]+):")
 MAX_KEPT = 64 << 20  # bytes of one answer kept to read its usage (the stream itself is never cut)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """A run's model budget: total tokens (input, cached included, plus output) and dollars; None: no cap."""
+
+    tokens: int | None = None
+    cost_usd: float | None = None
+
+    @classmethod
+    def of(cls, budget: Mapping[str, Any]) -> Caps:
+        """The caps of a manifest's or scenario's ``budget`` (``tokens``, ``costUsd``)."""
+        tokens, cost = budget.get("tokens"), budget.get("costUsd")
+        return cls(tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+                   float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None)
+
+    def spent(self, calls: list[dict[str, Any]]) -> str | None:
+        """The cap ``calls`` have reached (``tokens`` or ``cost_usd``), else None. Unpriced calls cost nothing
+        here (their cost is unknown; the run's own model is always priced)."""
+        if self.tokens is not None and sum(int(c.get("input_tokens") or 0) + int(c.get("output_tokens") or 0)
+                                           for c in calls) >= self.tokens:
+            return "tokens"
+        if self.cost_usd is not None and sum(float(c.get("cost_usd") or 0.0) for c in calls) >= self.cost_usd:
+            return "cost_usd"
+        return None
+
+
+def refusal(path: str, message: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) of a budget refusal in the vendor's own error shape, the one it sends an account that
+    cannot pay, so the CLI reports it as such and does not retry: Anthropic's 400 ``invalid_request_error`` (as
+    for a credit balance too low), OpenAI's ``insufficient_quota`` (429 on Responses, which Codex takes as final;
+    400 on Chat Completions, whose usual clients, the AI SDK among them, retry every 429 until their deadline),
+    Gemini's 400 ``FAILED_PRECONDITION`` (as for billing not enabled)."""
+    if path.endswith("/messages"):
+        return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    if ":" in path.rsplit("/", 1)[-1]:
+        return 400, {"error": {"code": 400, "message": message, "status": "FAILED_PRECONDITION"}}
+    quota = {"error": {"message": message, "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}
+    return (429 if path.endswith("/responses") else 400), quota
 
 
 class ModelProxy:
     """One run's proxy: ``start()``, give the agent ``base_url`` and ``token``, ``close()`` on every path."""
 
     def __init__(self, upstream: str, api_key: str, token: str, record: Path, prices: Mapping[str, Price],
-                 key_header: str = "x-api-key", upstream_timeout: float = 600.0) -> None:
+                 key_header: str = "x-api-key", upstream_timeout: float = 600.0, caps: Caps | None = None) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"the model server's base URL {upstream!r} is not an http(s) URL")
@@ -50,6 +98,7 @@ class ModelProxy:
         self.prices = dict(prices)
         self.key_header = key_header.lower()
         self.upstream_timeout = upstream_timeout
+        self.caps = caps or Caps()
         self.calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._open: set[http.client.HTTPConnection] = set()
@@ -140,11 +189,26 @@ class ModelProxy:
             price.cost(found.input_tokens, found.output_tokens, found.cached_tokens, found.cache_write_tokens), 8)
         if price is None:
             entry["unpriced"] = True
+        self._append(entry)
+        return entry
+
+    def over_budget(self) -> str | None:
+        """The cap the calls so far have reached, if any."""
+        with self._lock:
+            return self.caps.spent(self.calls)
+
+    def refused(self, entry: dict[str, Any], cap: str, status: int) -> None:
+        """Record a call refused for the budget: nothing forwarded, nothing spent."""
+        entry.update(status="refused", refused="budget", budget=cap, http_status=status, latency=0.0,
+                     model=entry.get("requested_model"), input_tokens=0, output_tokens=0, cached_tokens=0,
+                     cache_write_tokens=0, cost_usd=0.0)
+        self._append(entry)
+
+    def _append(self, entry: dict[str, Any]) -> None:
         with self._lock:
             self.calls.append(entry)
             with self.record.open("a") as fh:
                 fh.write(json.dumps(entry, sort_keys=True) + "\n")
-        return entry
 
 
 def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
@@ -161,8 +225,8 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             self.forward(self.rfile.read(length) if length else b"")
 
-        def refuse(self, status: int, message: str) -> None:
-            body = json.dumps({"error": {"type": "opsbench_model_proxy", "message": message}}).encode()
+        def refuse(self, status: int, message: str, doc: dict[str, Any] | None = None) -> None:
+            body = json.dumps(doc or {"error": {"type": "opsbench_model_proxy", "message": message}}).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -173,18 +237,30 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
             if not proxy.authorised(dict(self.headers.items())):
                 self.refuse(401, "not this run's model key")
                 return
-            generation = self.command == "POST" and self.path.split("?")[0].rstrip("/").endswith(GENERATION)
+            path = self.path.split("?")[0].rstrip("/")
+            generation = self.command == "POST" and path.endswith(GENERATION)
             requested = None
-            stream = False
+            stream = path.endswith(":streamGenerateContent")  # Gemini: the model and streaming are in the path
             if generation:
+                in_path = GEMINI_MODEL.search(path)
+                requested = in_path.group(1) if in_path else None
                 try:
                     request = json.loads(body or b"{}")
-                    requested = request.get("model") if isinstance(request, dict) else None
-                    stream = bool(request.get("stream")) if isinstance(request, dict) else False
+                    if isinstance(request, dict):
+                        requested = request.get("model") or requested
+                        stream = stream or bool(request.get("stream"))
                 except ValueError:
                     pass
-            entry: dict[str, Any] = {"ts": round(time.time(), 3), "tool": "model", "path": self.path.split("?")[0],
+            entry: dict[str, Any] = {"ts": round(time.time(), 3), "tool": "model", "path": path,
                                      "requested_model": requested, "stream": stream}
+            cap = proxy.over_budget() if generation else None
+            if cap is not None:
+                limit = proxy.caps.tokens if cap == "tokens" else proxy.caps.cost_usd
+                status, doc = refusal(path, f"OpsBench budget: this run's model {cap.replace('_usd', '')} "
+                                            f"budget ({limit}) is spent; no more model calls are accepted")
+                self.refuse(status, "", doc)
+                proxy.refused(entry, cap, status)
+                return
             start = time.monotonic()
             conn = proxy.connect()
             kept = bytearray()

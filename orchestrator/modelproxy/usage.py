@@ -7,7 +7,10 @@ includes cached tokens in ``input_tokens``/``prompt_tokens``):
 - Anthropic Messages: ``usage`` of the body, or of ``message_start``'s message and ``message_delta`` (streaming;
   the delta's ``output_tokens`` is cumulative);
 - OpenAI Responses: ``usage`` of the body, or of ``response.completed``'s response (streaming);
-- OpenAI Chat Completions: ``usage`` with ``prompt_tokens``/``completion_tokens`` (the last chunk when streaming).
+- OpenAI Chat Completions: ``usage`` with ``prompt_tokens``/``completion_tokens`` (the last chunk when streaming);
+- Gemini generateContent: ``usageMetadata`` (each chunk of a stream carries the totals so far): ``promptTokenCount``
+  (cached tokens included, as ``cachedContentTokenCount``) plus ``toolUsePromptTokenCount``; output is
+  ``candidatesTokenCount`` plus ``thoughtsTokenCount`` (thinking is billed as output).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ def _objects(body: bytes, content_type: str) -> list[dict[str, Any]]:
         obj = json.loads(text)
     except ValueError:
         return []
+    if isinstance(obj, list):  # Gemini's streamGenerateContent without alt=sse: one JSON array of chunks
+        return [o for o in obj if isinstance(o, dict)]
     return [obj] if isinstance(obj, dict) else []
 
 
@@ -80,6 +85,15 @@ def _apply(usage: Usage, raw: dict[str, Any]) -> None:
     usage.output_tokens = max(usage.output_tokens, _int(raw.get("output_tokens")))
 
 
+def _apply_gemini(usage: Usage, raw: dict[str, Any]) -> None:
+    usage.found = True
+    usage.input_tokens = max(usage.input_tokens, _int(raw.get("promptTokenCount"))
+                             + _int(raw.get("toolUsePromptTokenCount")))
+    usage.output_tokens = max(usage.output_tokens, _int(raw.get("candidatesTokenCount"))
+                              + _int(raw.get("thoughtsTokenCount")))
+    usage.cached_tokens = max(usage.cached_tokens, _int(raw.get("cachedContentTokenCount")))
+
+
 def parse(body: bytes, content_type: str = "") -> Usage:
     """The usage and model a response body reports (``found`` False when it reports none)."""
     usage = Usage()
@@ -91,4 +105,8 @@ def parse(body: bytes, content_type: str = "") -> Usage:
                 usage.model = holder["model"]
             if isinstance(holder.get("usage"), dict):
                 _apply(usage, holder["usage"])
+            if isinstance(holder.get("modelVersion"), str) and holder["modelVersion"]:
+                usage.model = holder["modelVersion"]
+            if isinstance(holder.get("usageMetadata"), dict):
+                _apply_gemini(usage, holder["usageMetadata"])
     return usage

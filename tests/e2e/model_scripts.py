@@ -1,9 +1,11 @@
 """Scripted model servers that speak a vendor's wire protocol, for running the real agent CLIs with no real model.
 
-One server answers both protocols the presets need, by path:
+One server answers every protocol the presets need, by path:
 
 - ``POST .../v1/messages`` (Anthropic Messages, streaming or not): Claude Code;
-- ``POST .../v1/responses`` (OpenAI Responses, streaming): Codex CLI.
+- ``POST .../v1/responses`` (OpenAI Responses, streaming): Codex CLI;
+- ``POST .../v1/chat/completions`` (OpenAI Chat Completions, streaming or not): OpenCode;
+- ``POST .../v1beta/models/M:streamGenerateContent`` and ``:generateContent`` (Gemini): Gemini CLI.
 
 A script is a list of steps. The server finds how far the conversation is by counting the tool calls already in
 the request (the CLI sends the whole conversation every turn) and answers the next step: an MCP tool call
@@ -68,7 +70,22 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
             for sub in tool.get("tools") or []:  # a namespace of tools
                 if isinstance(sub, dict) and sub.get("name"):
                     names.append(f"{tool.get('name')}.{sub['name']}")
+            for decl in tool.get("functionDeclarations") or tool.get("function_declarations") or []:  # Gemini
+                if isinstance(decl, dict) and decl.get("name"):
+                    names.append(str(decl["name"]))
     return names
+
+
+def _response_text(response: Any) -> str:
+    """A Gemini functionResponse's text: its ``output`` (the CLI's shell and MCP tools put the text there)."""
+    if isinstance(response, dict) and isinstance(response.get("output"), str):
+        return str(response["output"])
+    return json.dumps(response)
+
+
+def _gateway(tools: list[str]) -> bool:
+    """Whether a request offers the run's MCP tools (else it is a CLI's background call: a title, a summary)."""
+    return any(t.endswith("get_alerts") for t in tools)
 
 
 def _text(content: Any) -> str:
@@ -84,11 +101,12 @@ class ScriptedModel:
     """``with ScriptedModel(script) as model:`` then point the CLI at ``model.url``."""
 
     def __init__(self, script: list[Step], model: str = "scripted-model", delay: float = 0.0,
-                 silent: bool = False) -> None:
+                 silent: bool = False, follow_all: bool = False) -> None:
         self.script = script
         self.model = model
         self.delay = delay
         self.silent = silent  # accept and never answer (a model server that hangs)
+        self.follow_all = follow_all  # every request follows the script (no gateway tools needed: no MCP server)
         self.log = Log()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -119,7 +137,7 @@ class ScriptedModel:
         results = [_text(c.get("content")) for m in messages if m.get("role") == "user"
                    and isinstance(m.get("content"), list) for c in m["content"]
                    if isinstance(c, dict) and c.get("type") == "tool_result"]
-        if not any(t.startswith("mcp__") for t in tools):
+        if not self.follow_all and not any(t.startswith("mcp__") for t in tools):
             with self._lock:
                 self.log.background += 1
             return [{"type": "text", "text": "OpsBench incident"}], "end_turn", {"input_tokens": 10, "output_tokens": 3}
@@ -167,7 +185,7 @@ class ScriptedModel:
         done = sum(1 for i in items if i.get("type") in ("function_call", "custom_tool_call", "local_shell_call"))
         results = [_text(i.get("output")) for i in items
                    if i.get("type") in ("function_call_output", "custom_tool_call_output")]
-        if not any("opsbench" in t for t in tools):
+        if not self.follow_all and not any("opsbench" in t for t in tools):
             with self._lock:
                 self.log.background += 1
             step: Step = Say("OpsBench incident")
@@ -214,6 +232,79 @@ class ScriptedModel:
         events.append(("response.completed", {"type": "response.completed", "response": {
             **base, "status": "completed", "output": output, "usage": usage}}))
         return b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
+
+    # -- OpenAI Chat Completions ------------------------------------------------------------------------------
+    def chat(self, body: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, Any]]:
+        """(assistant message, finish reason, usage) of the next answer."""
+        tools = _tool_names(body)
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        done = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+        results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
+        if not self.follow_all and not _gateway(tools):
+            with self._lock:
+                self.log.background += 1
+            step: Step = Say("OpsBench incident")
+        else:
+            with self._lock:
+                self.log.tool_results = results
+            step = self.script[done] if done < len(self.script) else Say("done")
+        usage = {"prompt_tokens": 2000 + 100 * done, "completion_tokens": 40 + done,
+                 "total_tokens": 2040 + 101 * done, "prompt_tokens_details": {"cached_tokens": 300 * done}}
+        if isinstance(step, Say):
+            return {"role": "assistant", "content": step.text}, "stop", usage
+        if isinstance(step, Shell):
+            name = next((t for t in ("bash", "shell", "run_shell_command") if t in tools), "bash")
+            args: dict[str, Any] = {"command": step.text(), "description": "run"}
+        else:
+            name = next((t for t in tools if t.endswith(step.tool)), step.tool)
+            args = step.args
+        call = {"id": f"call_{done:04d}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls", usage
+
+    def chat_sse(self, message: dict[str, Any], finish: str, usage: dict[str, Any]) -> bytes:
+        base = {"id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": self.model}
+        delta: dict[str, Any] = {"role": "assistant"}
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+        else:
+            delta["content"] = message["content"]
+        chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                  {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+                  {**base, "choices": [], "usage": usage}]
+        return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+    # -- Gemini generateContent --------------------------------------------------------------------------------
+    def gemini(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """(content parts, usageMetadata) of the next answer."""
+        tools = _tool_names(body)
+        contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+        parts = [(c.get("role"), p) for c in contents for p in c.get("parts") or [] if isinstance(p, dict)]
+        done = sum(1 for role, p in parts if role == "model" and "functionCall" in p)
+        results = [_response_text(p["functionResponse"].get("response")) for _, p in parts if "functionResponse" in p]
+        if not self.follow_all and not _gateway(tools):
+            with self._lock:
+                self.log.background += 1
+            step: Step = Say("OpsBench incident")
+        else:
+            with self._lock:
+                self.log.tool_results = results
+            step = self.script[done] if done < len(self.script) else Say("done")
+        usage = {"promptTokenCount": 3000 + 100 * done, "cachedContentTokenCount": 400 * done,
+                 "candidatesTokenCount": 50 + done, "thoughtsTokenCount": 7, "totalTokenCount": 3057 + 101 * done}
+        if isinstance(step, Say):
+            return [{"text": step.text}], usage
+        if isinstance(step, Shell):
+            name = next((t for t in ("run_shell_command", "shell") if t in tools), "run_shell_command")
+            args: dict[str, Any] = {"command": step.text(), "description": "run"}
+        else:
+            name = next((t for t in tools if t.endswith(step.tool)), step.tool)
+            args = step.args
+        return [{"functionCall": {"name": name, "args": args}}], usage
+
+    def gemini_answer(self, parts: list[dict[str, Any]], usage: dict[str, Any]) -> dict[str, Any]:
+        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": usage, "modelVersion": self.model, "responseId": f"r{time.monotonic_ns()}"}
 
     # -- HTTP -------------------------------------------------------------------------------------------------
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -270,6 +361,28 @@ class ScriptedModel:
                     with model._lock:
                         model.log.usages.append(usage)
                     self.reply(200, model.responses_sse(output, usage), "text/event-stream")
+                elif path.endswith("/chat/completions"):
+                    message, finish, usage = model.chat(body)
+                    with model._lock:
+                        model.log.usages.append(usage)
+                    if body.get("stream"):
+                        self.reply(200, model.chat_sse(message, finish, usage), "text/event-stream")
+                    else:
+                        self.reply(200, json.dumps({
+                            "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
+                            "model": model.model, "usage": usage,
+                            "choices": [{"index": 0, "message": message, "finish_reason": finish}]}).encode())
+                elif path.endswith(":countTokens"):
+                    self.reply(200, json.dumps({"totalTokens": 100}).encode())
+                elif path.endswith((":streamGenerateContent", ":generateContent")):
+                    parts, usage = model.gemini(body)
+                    with model._lock:
+                        model.log.usages.append(usage)
+                    answer = json.dumps(model.gemini_answer(parts, usage))
+                    if path.endswith(":streamGenerateContent"):
+                        self.reply(200, f"data: {answer}\r\n\r\n".encode(), "text/event-stream")
+                    else:
+                        self.reply(200, answer.encode())
                 else:
                     self.reply(404, json.dumps({"error": {"message": f"no {path} here"}}).encode())
 

@@ -25,6 +25,7 @@ import pytest
 from orchestrator import paths
 from orchestrator.agent import run_command_agent
 from orchestrator.agents.presets import PREFIX, PRESETS, Choice
+from orchestrator.evaluation.process import model_usage
 from tests.e2e.conftest import run_cli, wait_for
 from tests.e2e.model_scripts import Log, Mcp, Say, ScriptedModel, Shell, Step
 
@@ -56,6 +57,9 @@ def prices(tmp_path: Path) -> Path:
     return file
 
 
+GENERATION = ("/messages", "/responses", "/chat/completions", ":streamGenerateContent", ":generateContent")
+
+
 def vendor_env(preset: str, model: ScriptedModel, prices: Path) -> dict[str, str]:
     p = PRESETS[preset]
     base = model.url + ("/v1" if p.vendor == "openai" else "")
@@ -78,15 +82,22 @@ def expected_usage(log: Log) -> dict[str, float]:
     price = PRICES["scripted-model"]
     for u in log.usages:
         if "input_tokens_details" in u:  # Responses: input includes the cached tokens
-            inp, cached, write = u["input_tokens"], u["input_tokens_details"]["cached_tokens"], 0
+            inp, cached, write, out = u["input_tokens"], u["input_tokens_details"]["cached_tokens"], 0, \
+                u["output_tokens"]
+        elif "prompt_tokens" in u:  # Chat Completions: the same, named otherwise
+            inp, cached, write, out = u["prompt_tokens"], u["prompt_tokens_details"]["cached_tokens"], 0, \
+                u["completion_tokens"]
+        elif "promptTokenCount" in u:  # Gemini: thinking is billed as output
+            inp, cached, write = u["promptTokenCount"], u["cachedContentTokenCount"], 0
+            out = u["candidatesTokenCount"] + u["thoughtsTokenCount"]
         else:  # Messages: input excludes cache reads and writes
             cached, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
-            inp = u["input_tokens"] + cached + write
+            inp, out = u["input_tokens"] + cached + write, u["output_tokens"]
         total["input"] += inp
-        total["output"] += u["output_tokens"]
+        total["output"] += out
         total["cached"] += cached
         total["cost"] += ((inp - cached - write) * price["input"] + cached * price["cached_input"]
-                          + write * price["cache_write"] + u["output_tokens"] * price["output"]) / 1e6
+                          + write * price["cache_write"] + out * price["output"]) / 1e6
     return total
 
 
@@ -128,14 +139,14 @@ def test_a_preset_investigates_over_mcp_and_every_model_call_is_counted(tmp_path
     assert any("ContainerNotRunning" in r for r in model.log.tool_results), model.log.tool_results
     # the proxy counted every call exactly as the server reported it, and priced it from OPSBENCH_PRICES
     process, want = trial["scores"]["process"], expected_usage(model.log)
-    generation = [r for r in model.log.requests if r["path"].endswith(("/messages", "/responses"))]
+    generation = [r for r in model.log.requests if r["path"].endswith(GENERATION)]
     assert process["model_calls"] == len(generation) == len(model.log.usages) >= len(script)
     assert (process["input_tokens"], process["output_tokens"], process["cached_tokens"]) == \
         (want["input"], want["output"], want["cached"])
     assert process["cost_usd"] == pytest.approx(want["cost"], abs=1e-6) and process["cost_usd"] > 0
     # the real key never reached the CLI: the server saw the run's proxy token, and no file of the run holds the key
-    keys = {r["headers"].get("x-api-key") or r["headers"].get("authorization", "").removeprefix("Bearer ")
-            for r in model.log.requests}
+    keys = {r["headers"].get("x-api-key") or r["headers"].get("x-goog-api-key")
+            or r["headers"].get("authorization", "").removeprefix("Bearer ") for r in model.log.requests}
     assert keys == {SECRET}, "the proxy forwards the real key upstream"
     agent_dir = run_dir / "agent"
     preset_record = json.loads((agent_dir / "preset.json").read_text())
@@ -190,26 +201,34 @@ def silent_model() -> Iterator[ScriptedModel]:
         yield model
 
 
-def test_a_model_server_that_never_answers_ends_at_the_deadline(tmp_path: Path, preset: str, prices: Path,
-                                                                silent_model: ScriptedModel,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def bare_run(tmp_path: Path, budget: dict[str, Any]) -> Path:
+    """A run directory with a manifest and no gateway (a port nobody listens on: the CLI's MCP server fails), for
+    the agent step alone; its agent dir."""
     run = tmp_path / "run"
     agent_dir = run / "agent"
     (agent_dir / "workspace").mkdir(parents=True)
     (run / "gateway").mkdir()
     token = run / "token"
     token.write_text("gateway-token")
-    with socket.socket() as s:  # a gateway port nobody listens on: the CLI's MCP server fails, the model hangs
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
-    budget = 25
     (agent_dir / "manifest.json").write_text(json.dumps({
         "manifest_version": "opsbench/manifest/v1", "run": "r", "tasks": [{"id": "t", "kind": "diagnose",
                                                                            "goal": "Find the root cause."}],
-        "budget": {"wallClockSeconds": budget}, "deadline": time.time() + budget,
+        "budget": budget, "deadline": time.time() + budget["wallClockSeconds"],
         "tools": {"url": f"http://127.0.0.1:{dead}", "mcp_url": f"http://127.0.0.1:{dead}/mcp"},
         "token_file": str(token), "output": {"path": str(agent_dir / "output.json"),
                                              "schemas": {"diagnose": str(SCHEMA)}}}))
+    return agent_dir
+
+
+def test_a_model_server_that_never_answers_ends_at_the_deadline(tmp_path: Path, preset: str, prices: Path,
+                                                                silent_model: ScriptedModel,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = 25
+    agent_dir = bare_run(tmp_path, {"wallClockSeconds": budget})
+    run = agent_dir.parent
     for key, value in vendor_env(preset, silent_model, prices).items():
         monkeypatch.setenv(key, value)
     start = time.monotonic()
@@ -227,3 +246,31 @@ def test_a_model_server_that_never_answers_ends_at_the_deadline(tmp_path: Path, 
     calls = [json.loads(line) for line in record_file.read_text().splitlines()]
     assert calls and all(c["status"] == "error" for c in calls), calls  # cut when the agent ended
     assert not cli_processes()
+
+
+def test_a_spent_token_budget_is_refused_and_the_cli_stops(tmp_path: Path, preset: str, prices: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """budget.tokens: the first call spends more than the cap, so the proxy refuses the next one in the vendor's
+    error shape; the CLI takes it as an account that cannot pay and ends by itself, well before the deadline."""
+    budget = 90
+    agent_dir = bare_run(tmp_path, {"wallClockSeconds": budget, "tokens": 10})
+    with ScriptedModel([Shell("echo one"), Shell("echo two"), Say("done")], follow_all=True) as model:
+        for key, value in vendor_env(preset, model, prices).items():
+            monkeypatch.setenv(key, value)
+        start = time.monotonic()
+        result = run_command_agent(Choice(PRESETS[preset], "scripted-model").command, agent_dir, "r", budget + 20,
+                                   lambda: False, lambda pid: None)
+        elapsed = time.monotonic() - start
+        served = len(model.log.usages)
+    record = json.loads((agent_dir / "preset.json").read_text())
+    assert record["exit_code"] is not None, (record, elapsed)  # the CLI ended by itself, not at the deadline
+    calls = [json.loads(line) for line in (agent_dir.parent / "gateway" / "model-calls.jsonl").read_text()
+             .splitlines()]
+    forwarded = [c for c in calls if c["status"] != "refused"]
+    refused = [c for c in calls if c["status"] == "refused"]
+    assert len(forwarded) == served >= 1 and refused, calls  # nothing past the cap reached the server
+    assert all(c["budget"] == "tokens" and c["input_tokens"] == 0 for c in refused)
+    assert model_usage(agent_dir.parent / "gateway" / "model-calls.jsonl")["model_budget"] == "tokens"
+    assert result.status in ("exited", "crashed") and elapsed < budget, (result, elapsed)
+    assert not cli_processes()
+    print(f"{preset}: stopped {elapsed:.1f}s in after {len(refused)} refused call(s)")

@@ -16,13 +16,14 @@ from click.testing import CliRunner
 from orchestrator import paths
 from orchestrator import store as store_mod
 from orchestrator.agents import presets
-from orchestrator.agents.presets import claude_code, codex, prompt, route, run
+from orchestrator.agents.presets import claude_code, codex, gemini_cli, opencode, prompt, route, run
 from orchestrator.agents.presets.runtime import Context
 from orchestrator.cli import main as opsbench
 
 SCHEMA = paths.PROJECT_ROOT / "orchestrator" / "schemas" / "diagnosis_output.schema.json"
 READY = {"ANTHROPIC_API_KEY": "sk-a", "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000",
-         "OPENAI_API_KEY": "sk-o", "OPENAI_BASE_URL": "http://127.0.0.1:8001/v1"}
+         "OPENAI_API_KEY": "sk-o", "OPENAI_BASE_URL": "http://127.0.0.1:8001/v1",
+         "GEMINI_API_KEY": "sk-g", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:8002"}
 
 
 @pytest.fixture
@@ -148,6 +149,63 @@ def test_codex_gets_its_own_config_toml(tmp_path: Path) -> None:
     assert config["mcp_servers"]["opsbench"]["bearer_token_env_var"] == "OPSBENCH_MCP_TOKEN"
     assert launch.env["OPSBENCH_MCP_TOKEN"] == "gw-token" and launch.argv[1:3] == ["exec", "--json"]
     assert "gw-token" not in (tmp_path / "home" / ".codex" / "config.toml").read_text()
+
+
+def test_gemini_cli_gets_its_own_settings_json(tmp_path: Path) -> None:
+    launch = gemini_cli.launch(context(tmp_path))
+    config = tmp_path / "home" / ".gemini" / "settings.json"
+    assert config.stat().st_mode & 0o077 == 0
+    settings = json.loads(config.read_text())
+    assert settings["mcpServers"] == {"opsbench": {"httpUrl": "http://10.0.2.2:7000/mcp", "timeout": 120000,
+                                                   "headers": {"Authorization": "Bearer gw-token"}, "trust": True}}
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert settings["telemetry"]["enabled"] is False and settings["privacy"]["usageStatisticsEnabled"] is False
+    assert launch.argv[:5] == ["/x/bin/cli", "-p", "PROMPT", "-m", "m1"] and "--yolo" in launch.argv
+    assert launch.argv[-2:] == ["--allowed-mcp-server-names", "opsbench"] and "gw-token" not in " ".join(launch.argv)
+    transcript = tmp_path / "cli.jsonl"
+    transcript.write_text("\n".join(json.dumps(e) for e in [
+        {"type": "message", "role": "assistant", "content": "looking", "delta": True},
+        {"type": "tool_use", "tool_name": "mcp_opsbench_get_alerts"},
+        {"type": "message", "role": "assistant", "content": '{"entities": ', "delta": True},
+        {"type": "message", "role": "assistant", "content": "[]}", "delta": True}, {"type": "result"}]))
+    assert gemini_cli.final_text(transcript) == '{"entities": []}'
+
+
+def test_opencode_gets_its_own_config_with_the_token_from_the_environment(tmp_path: Path) -> None:
+    launch = opencode.launch(context(tmp_path))
+    config = json.loads(Path(launch.env["OPENCODE_CONFIG"]).read_text())
+    assert Path(launch.env["OPENCODE_CONFIG"]).is_relative_to(tmp_path / "home")
+    assert config["provider"]["opsbench"]["npm"] == "@ai-sdk/openai-compatible"  # Chat Completions, bundled
+    assert config["provider"]["opsbench"]["options"] == {"baseURL": "http://10.0.2.2:5000/v1",
+                                                         "apiKey": "{env:OPENAI_API_KEY}"}
+    assert config["model"] == config["small_model"] == "opsbench/m1"  # its title calls are priced too
+    assert config["mcp"]["opsbench"]["headers"] == {"Authorization": "Bearer {env:OPSBENCH_MCP_TOKEN}"}
+    assert config["permission"]["webfetch"] == "deny" and launch.env["OPSBENCH_MCP_TOKEN"] == "gw-token"
+    assert launch.env["OPENCODE_DISABLE_MODELS_FETCH"] == launch.env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
+    assert launch.argv[1:6] == ["run", "--format", "json", "-m", "opsbench/m1"] and launch.argv[-1] == "PROMPT"
+    assert "gw-token" not in Path(launch.env["OPENCODE_CONFIG"]).read_text()
+    transcript = tmp_path / "cli.jsonl"
+    transcript.write_text("\n".join(json.dumps(e) for e in [
+        {"type": "text", "part": {"type": "text", "text": "first"}}, {"type": "tool_use", "part": {}},
+        {"type": "text", "part": {"type": "text", "text": "the answer"}}]))
+    assert opencode.final_text(transcript) == "the answer"
+
+
+def test_the_route_caps_the_proxy_with_the_manifest_budget(tmp_path: Path, installed: Path) -> None:
+    agent_dir = tmp_path / "run" / "agent"
+    agent_dir.mkdir(parents=True)
+    (agent_dir / "manifest.json").write_text(json.dumps({"budget": {"wallClockSeconds": 60, "tokens": 5000,
+                                                                    "costUsd": 0.5}}))
+    choice = presets.Choice(presets.PRESETS["gemini-cli"], "gemini-2.5-pro")
+    with route.model_route(choice.command, agent_dir, READY) as r:
+        assert r.proxy is not None and (r.proxy.caps.tokens, r.proxy.caps.cost_usd) == (5000, 0.5)
+        assert r.env["GOOGLE_GEMINI_BASE_URL"] == f"http://127.0.0.1:{r.proxy.port}"
+        assert r.env["GEMINI_API_KEY"].startswith("opsbench-") and r.proxy.key_header == "x-goog-api-key"
+        assert {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY"} <= r.hide
+        assert r.record()["caps"] == {"tokens": 5000, "cost_usd": 0.5}
+    text = prompt.build({**manifest(tmp_path), "budget": {"wallClockSeconds": 300, "steps": 40, "tokens": 5000,
+                                                          "costUsd": 0.5}}, now=1000.0)
+    assert "40 tool calls, 5000 model tokens and $0.5 of model use" in text
 
 
 def test_the_answer_file_wins_then_the_final_message(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""The recording model proxy (orchestrator/modelproxy): per-call tokens, latency and cost for the three wire
-protocols, streaming passed through, the run's token checked and the real key put on upstream, a server that is
-down or never answers recorded as an error and cut at close. Against the scripted vendor servers the real-CLI
-tests use (tests/e2e/model_scripts.py); no CLI needed, so these run in `make test`."""
+"""The recording model proxy (orchestrator/modelproxy): per-call tokens, latency and cost for the four wire
+protocols (Anthropic Messages, OpenAI Responses and Chat Completions, Gemini generateContent), streaming passed
+through, a run's token and cost budget refused in each vendor's error shape, the run's token checked and the real
+key put on upstream, a server that is down or never answers recorded as an error and cut at close. Against the
+scripted vendor servers the real-CLI tests use (tests/e2e/model_scripts.py); no CLI needed, so these run in
+`make test`."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from orchestrator.evaluation.process import model_usage, score_process
-from orchestrator.modelproxy import ModelProxy, prices, usage
+from orchestrator.modelproxy import Caps, ModelProxy, prices, refusal, usage
 from tests.e2e.model_scripts import Mcp, Say, ScriptedModel
 
 TOKEN = "opsbench-run-token"
@@ -25,7 +27,7 @@ TABLE = {"scripted-model": prices.Price(3.0, 15.0, 0.3, 3.75)}
 
 def post(url: str, body: dict[str, Any], key: str = TOKEN, header: str = "x-api-key",
          timeout: float = 10) -> tuple[int, bytes]:
-    value = key if header == "x-api-key" else f"Bearer {key}"
+    value = f"Bearer {key}" if header == "authorization" else key
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json", header: value})
     try:
@@ -76,6 +78,96 @@ def test_openai_responses_stream_is_counted_with_bearer_keys(tmp_path: Path) -> 
     [call] = (json.loads(line) for line in record.read_text().splitlines())
     assert (call["input_tokens"], call["cached_tokens"], call["output_tokens"]) == (1000, 0, 30)
     assert call["cost_usd"] == pytest.approx((1000 * 3.0 + 30 * 15.0) / 1e6)
+
+
+def test_openai_chat_completions_stream_is_counted(tmp_path: Path) -> None:
+    record = tmp_path / "calls.jsonl"
+    tools = [{"type": "function", "function": {"name": "opsbench_get_alerts", "parameters": {}}}]
+    with ScriptedModel([Mcp("get_alerts")]) as model, \
+            ModelProxy(model.url + "/v1", "sk-real", TOKEN, record, TABLE, key_header="authorization") as proxy:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        status, body = post(f"{proxy.base_url}/chat/completions", {
+            "model": "scripted-model", "stream": True, "tools": tools, "messages": messages}, header="authorization")
+        assert status == 200 and b'"name": "opsbench_get_alerts"' in body and body.endswith(b"data: [DONE]\n\n")
+        messages += [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {
+            "name": "opsbench_get_alerts", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c",
+                                                                     "content": "ContainerNotRunning"}]
+        status, body = post(f"{proxy.base_url}/chat/completions", {"model": "scripted-model", "tools": tools,
+                                                                    "messages": messages}, header="authorization")
+        assert status == 200 and json.loads(body)["choices"][0]["finish_reason"] == "stop"
+        assert model.log.tool_results == ["ContainerNotRunning"]
+    first, second = proxy.calls
+    assert (first["input_tokens"], first["cached_tokens"], first["output_tokens"], first["stream"]) == \
+        (2000, 0, 40, True)
+    assert (second["input_tokens"], second["cached_tokens"], second["output_tokens"]) == (2100, 300, 41)
+    assert second["cost_usd"] == pytest.approx((1800 * 3.0 + 300 * 0.3 + 41 * 15.0) / 1e6)
+
+
+def test_gemini_stream_is_counted_with_the_model_from_the_path(tmp_path: Path) -> None:
+    record = tmp_path / "calls.jsonl"
+    tools = [{"functionDeclarations": [{"name": "get_alerts", "parameters": {}}]}]
+    with ScriptedModel([Mcp("get_alerts"), Say("done")]) as model, \
+            ModelProxy(model.url, "sk-real", TOKEN, record, TABLE, key_header="x-goog-api-key") as proxy:
+        contents: list[dict[str, Any]] = [{"role": "user", "parts": [{"text": "go"}]}]
+        status, body = post(f"{proxy.base_url}/v1beta/models/scripted-model:streamGenerateContent?alt=sse",
+                            {"contents": contents, "tools": tools}, header="x-goog-api-key")
+        assert status == 200 and body.startswith(b"data: ") and b'"functionCall"' in body
+        assert model.log.requests[0]["headers"]["x-goog-api-key"] == "sk-real"
+        contents += [{"role": "model", "parts": [{"functionCall": {"name": "get_alerts", "args": {}}}]},
+                     {"role": "user", "parts": [{"functionResponse": {"name": "get_alerts",
+                                                                      "response": {"items": []}}}]}]
+        status, body = post(f"{proxy.base_url}/v1beta/models/scripted-model:generateContent",
+                            {"contents": contents, "tools": tools}, header="x-goog-api-key")
+        assert status == 200 and json.loads(body)["candidates"][0]["content"]["parts"] == [{"text": "done"}]
+    first, second = proxy.calls
+    assert (first["requested_model"], first["stream"], second["stream"]) == ("scripted-model", True, False)
+    # thinking tokens are output; the cached tokens are part of the prompt's
+    assert (first["input_tokens"], first["cached_tokens"], first["output_tokens"]) == (3000, 0, 57)
+    assert (second["input_tokens"], second["cached_tokens"], second["output_tokens"]) == (3100, 400, 58)
+    assert second["cost_usd"] == pytest.approx((2700 * 3.0 + 400 * 0.3 + 58 * 15.0) / 1e6)
+
+
+@pytest.mark.parametrize(("path", "header", "status", "shape"), [
+    ("/v1/messages", "x-api-key", 400, {"type": "error", "error": {"type": "invalid_request_error"}}),
+    ("/v1/responses", "authorization", 429, {"error": {"type": "insufficient_quota", "code": "insufficient_quota"}}),
+    ("/v1/chat/completions", "authorization", 400, {"error": {"code": "insufficient_quota"}}),
+    ("/v1beta/models/scripted-model:streamGenerateContent", "x-goog-api-key", 400,
+     {"error": {"code": 400, "status": "FAILED_PRECONDITION"}}),
+])
+def test_a_spent_budget_is_refused_in_the_vendor_shape_and_recorded(tmp_path: Path, path: str, header: str,
+                                                                      status: int, shape: dict[str, Any]) -> None:
+    record = tmp_path / "calls.jsonl"
+    bodies = {"/v1/messages": {"model": "scripted-model", "messages": []},
+              "/v1/responses": {"model": "scripted-model", "input": []},
+              "/v1/chat/completions": {"model": "scripted-model", "messages": []}}
+    body = bodies.get(path, {"contents": []})
+    with ScriptedModel([]) as model, \
+            ModelProxy(model.url, "k", TOKEN, record, TABLE, key_header=header, caps=Caps(tokens=10)) as proxy:
+        first = post(proxy.base_url + path, body, header=header)
+        assert first[0] == 200  # nothing spent yet: forwarded (and it spends more than the cap)
+        code, answer = post(proxy.base_url + path, body, header=header)
+        assert len(model.log.requests) == 1  # the refused call never reached the server
+    assert code == status
+    doc = json.loads(answer)
+    for key, value in shape.items():
+        assert {k: doc[key][k] for k in value} == value if isinstance(value, dict) else doc[key] == value
+    assert "budget" in json.dumps(doc)
+    forwarded, refused = (json.loads(line) for line in record.read_text().splitlines())
+    assert refused["status"] == "refused" and refused["budget"] == "tokens" and refused["http_status"] == status
+    assert refused["input_tokens"] == 0 and refused["cost_usd"] == 0.0
+    counted = model_usage(record)
+    assert (counted["model_calls"], counted["model_calls_refused"], counted["model_budget"]) == (1, 1, "tokens")
+    assert counted["input_tokens"] == forwarded["input_tokens"]
+
+
+def test_caps_come_from_the_budget_and_cost_is_capped_too() -> None:
+    assert Caps.of({"wallClockSeconds": 60}) == Caps()
+    assert Caps.of({"tokens": 5000, "costUsd": 1}) == Caps(5000, 1.0)
+    assert Caps.of({"tokens": True, "costUsd": "1"}) == Caps()  # not numbers: no cap (the schema refuses them)
+    calls = [{"input_tokens": 40, "output_tokens": 10, "cost_usd": 0.3}, {"input_tokens": 10, "cost_usd": None}]
+    assert Caps(tokens=61).spent(calls) is None and Caps(tokens=60).spent(calls) == "tokens"
+    assert Caps(cost_usd=0.31).spent(calls) is None and Caps(cost_usd=0.3).spent(calls) == "cost_usd"
+    assert refusal("/v1/messages", "m")[0] == 400 and refusal("/x/responses", "m")[0] == 429
 
 
 def test_a_wrong_token_is_refused_and_never_forwarded(tmp_path: Path) -> None:
@@ -133,6 +225,12 @@ def test_close_cuts_a_call_the_server_never_answers(tmp_path: Path) -> None:
      b'"completion_tokens": 2}}\n\ndata: [DONE]\n\n', "text/event-stream", ("gpt-5", 9, 2, 0, 0)),
     (b'{"model": "claude-x", "usage": {"input_tokens": 5, "cache_read_input_tokens": 100, '
      b'"cache_creation_input_tokens": 10, "output_tokens": 3}}', "application/json", ("claude-x", 115, 3, 100, 10)),
+    (b'data: {"usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1}}\r\n\r\n'
+     b'data: {"modelVersion": "gemini-2.5-pro", "usageMetadata": {"promptTokenCount": 10, "cachedContentTokenCount": 4,'
+     b' "candidatesTokenCount": 6, "thoughtsTokenCount": 3, "toolUsePromptTokenCount": 2}}\r\n\r\n',
+     "text/event-stream", ("gemini-2.5-pro", 12, 9, 4, 0)),
+    (b'[{"usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2}}]', "application/json",
+     (None, 7, 2, 0, 0)),
     (b"not json", "application/json", (None, 0, 0, 0, 0)),
 ])
 def test_usage_of_each_protocol(body: bytes, content_type: str, want: tuple[Any, ...]) -> None:

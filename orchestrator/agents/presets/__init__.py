@@ -1,4 +1,5 @@
-"""Agent presets: agent CLIs people already use (Claude Code, Codex CLI), run unchanged on OpsBench.
+"""Agent presets: agent CLIs people already use (Claude Code, Codex CLI, Gemini CLI, OpenCode), run unchanged on
+OpsBench.
 
 ``--agent claude-code`` (or ``"codex --model gpt-5"``) on run, campaign and replay is resolved here into the
 command ``python -m orchestrator.agents.presets.run NAME --model MODEL``, after the checks that must fail before
@@ -8,7 +9,8 @@ priced. The pieces:
 - this module: the presets (package pin, vendor variables, protocol) and ``resolve``;
 - ``route.py`` (orchestrator side): the recording model proxy for the agent's run and the environment it gets;
 - ``run.py`` (inside the sandbox): the CLI's own MCP configuration, the prompt, the headless run, the answer;
-- ``claude_code.py``, ``codex.py``: what differs per CLI; ``prompt.py``: the prompt from the manifest;
+- ``claude_code.py``, ``codex.py``, ``gemini_cli.py``, ``opencode.py``: what differs per CLI;
+- ``prompt.py``: the prompt from the manifest;
 - ``install.py``: ``make agents``.
 """
 
@@ -72,8 +74,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("codex", "@openai/codex", "0.171.0", "codex", "openai",
            "OpenAI Responses (streaming, function calls)", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL",
            "gpt-5-codex", "authorization", "codex exec --json PROMPT (config.toml in CODEX_HOME)"),
+    Preset("gemini-cli", "@google/gemini-cli", "0.61.0", "gemini", "google",
+           "Gemini generateContent (streaming, function calls)", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+           "GEMINI_MODEL", "gemini-2.5-pro", "x-goog-api-key",
+           "gemini -p PROMPT --output-format stream-json --yolo (settings.json in ~/.gemini)"),
+    Preset("opencode", "opencode-ai", "1.18.33", "opencode", "openai",
+           "OpenAI Chat Completions (streaming, tool calls)", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL",
+           "gpt-5", "authorization", "opencode run --format json PROMPT (opencode.json via OPENCODE_CONFIG)"),
 )}
-VENDOR_KEYS = frozenset(p.key_env for p in PRESETS.values()) | {"ANTHROPIC_AUTH_TOKEN"}
+VENDOR_KEYS = frozenset(p.key_env for p in PRESETS.values()) | {"ANTHROPIC_AUTH_TOKEN", "GOOGLE_API_KEY"}
 
 
 class PresetError(OpsBenchError):

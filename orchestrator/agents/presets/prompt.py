@@ -43,7 +43,12 @@ def build(manifest: dict[str, Any], answer: str = ANSWER, now: float | None = No
     deadline = manifest.get("deadline")
     left = f"about {max(0, int(deadline - (now or time.time())))} seconds" if isinstance(deadline, int | float) \
         else f"{manifest.get('budget', {}).get('wallClockSeconds', '?')} seconds"
-    steps = manifest.get("budget", {}).get("steps")
+    budget = manifest.get("budget", {})
+    limits = [f"{budget['steps']} tool calls" if budget.get("steps") else "",
+              f"{budget['tokens']} model tokens" if budget.get("tokens") else "",
+              f"${budget['costUsd']} of model use" if budget.get("costUsd") else ""]
+    limits = [x for x in limits if x]
+    caps = (" and " + ", ".join(limits[:-1]) + (" and " if len(limits) > 1 else "") + limits[-1]) if limits else ""
     return f"""You are the on-call engineer for an application in an incident. Investigate it through the tools of \
 the MCP server "{MCP_SERVER}" (alerts, metrics, logs, traces, topology and the like): they are the only way to \
 the incident's evidence; nothing on this machine holds it, and the monitoring systems are not reachable directly.
@@ -54,7 +59,7 @@ Tasks:
 Alerts firing at handover:
 {_alerts(manifest)}
 
-You have {left}{f' and {steps} tool calls' if steps else ''}. Name entities by the ids get_topology returns.
+You have {left}{caps}. Name entities by the ids get_topology returns.
 
 When you know the answer, write ONE JSON document answering every task to the file {answer} in your current \
 working directory (nowhere else), matching each of these JSON Schemas:

@@ -12,6 +12,7 @@ For any other command it changes nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 import socket
 import urllib.parse
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from orchestrator.agents import presets
 from orchestrator.agents.presets import VENDOR_KEYS, PresetError, from_command, problems
-from orchestrator.modelproxy import ModelProxy, prices
+from orchestrator.modelproxy import Caps, ModelProxy, prices
 
 # Beside the gateway's trajectory: hidden from the agent, moved with a trial's files, copied into its artifacts.
 CALLS = "model-calls.jsonl"
@@ -41,8 +42,13 @@ class Route:
         if self.proxy is None:
             return {}
         up = self.proxy.upstream
-        return {"proxy": f"127.0.0.1:{self.proxy.port}", "upstream": f"{up.scheme}://{up.netloc}{up.path}",
-                "calls": len(self.proxy.calls), "record": str(self.proxy.record)}
+        found: dict[str, object] = {"proxy": f"127.0.0.1:{self.proxy.port}",
+                                    "upstream": f"{up.scheme}://{up.netloc}{up.path}", "calls": len(self.proxy.calls),
+                                    "record": str(self.proxy.record)}
+        caps = self.proxy.caps
+        if caps.tokens is not None or caps.cost_usd is not None:
+            found["caps"] = {"tokens": caps.tokens, "cost_usd": caps.cost_usd}
+        return found
 
 
 def _without_upstream(allow: str, upstream: str) -> str:
@@ -65,6 +71,16 @@ def _without_upstream(allow: str, upstream: str) -> str:
     return ",".join(kept)
 
 
+def caps(agent_dir: Path) -> Caps:
+    """The model budget of the manifest the handover wrote (``budget.tokens``, ``budget.costUsd``)."""
+    try:
+        manifest = json.loads((agent_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return Caps()
+    budget = manifest.get("budget") if isinstance(manifest, dict) else None
+    return Caps.of(budget) if isinstance(budget, dict) else Caps()
+
+
 @contextlib.contextmanager
 def model_route(command: str, agent_dir: Path, environ: Mapping[str, str]) -> Iterator[Route]:
     """The route for ``command``'s agent run (a no-op ``Route`` for an ordinary command). Raises ``PresetError``
@@ -81,7 +97,7 @@ def model_route(command: str, agent_dir: Path, environ: Mapping[str, str]) -> It
     upstream = environ[preset.url_env].strip()
     token = "opsbench-" + secrets.token_urlsafe(24)
     proxy = ModelProxy(upstream, environ[preset.key_env].strip(), token, agent_dir.parent / "gateway" / CALLS, table,
-                       key_header=preset.key_header)
+                       key_header=preset.key_header, caps=caps(agent_dir))
     with proxy:
         allow = ",".join(filter(None, [_without_upstream(environ.get("OPSBENCH_AGENT_ALLOW", ""), upstream),
                                        f"127.0.0.1:{proxy.port}"]))

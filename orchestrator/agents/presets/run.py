@@ -25,11 +25,13 @@ from typing import Any
 import jsonschema
 
 from orchestrator.agents.gateway_client import open_session
-from orchestrator.agents.presets import PRESETS, Preset, claude_code, codex
+from orchestrator.agents.presets import PRESETS, Preset, claude_code, codex, gemini_cli, opencode
 from orchestrator.agents.presets.prompt import ANSWER, build
 from orchestrator.agents.presets.runtime import Context, Launch
 
-LAUNCHERS = {"claude-code": (claude_code.launch, claude_code.final_text), "codex": (codex.launch, codex.final_text)}
+LAUNCHERS = {"claude-code": (claude_code.launch, claude_code.final_text), "codex": (codex.launch, codex.final_text),
+             "gemini-cli": (gemini_cli.launch, gemini_cli.final_text),
+             "opencode": (opencode.launch, opencode.final_text)}
 MARGIN = 10.0  # seconds kept before the deadline to take the answer
 
 
@@ -124,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     answer, source = take_answer(workspace, final)
     record: dict[str, Any] = {"preset": preset.name, "package": f"{preset.package}@{preset.version}",
                               "model": args.model, "cli": what, "exit_code": code,
-                              "elapsed": round(time.monotonic() - start, 2), "answer": source if answer else None}
+                              "elapsed": round(time.monotonic() - start, 2), "answer": source if answer else None,
+                              "prompt": ctx.prompt}
     if answer is None:
         record["no_answer"] = source
         print(f"{preset.name}: no answer: {source} (CLI {what}; see cli.jsonl and cli-stderr.log)", file=sys.stderr)

@@ -62,6 +62,9 @@ def main():
     _, model_calls = _regular(run / "gateway" / "model-calls.jsonl")  # a preset's model calls (the model proxy)
     if model_calls:
         _copy(run / "gateway" / "model-calls.jsonl", artifacts / "model-calls.jsonl")
+    _, answers = _regular(run / "gateway" / "answers.jsonl")  # what the gateway's calls answered (ATIF export)
+    if answers:
+        _copy(run / "gateway" / "answers.jsonl", artifacts / "answers.jsonl")
     module.exit_json(changed=bool(st or gateway or agent), collect={
         "present": present, "bytes": os.lstat(output).st_size if present else 0, "sha256": sha256,
         "path": str(artifacts / "agent-output.json"), "trajectory": [gateway_exists, agent_exists]})
