@@ -1,13 +1,15 @@
 """The agent presets with the real CLIs (installed by `make agents`) against scripted model servers, on a replay of
 the committed sample snapshot of shop-cart-down: `make test-agents` (marker `agents`; not in `make test`: the CLIs
-are ~850 MB of native binaries, which CI does not install).
+are ~1.3 GB of native binaries and bundles, which CI does not install).
 
-For Claude Code (Anthropic Messages, streaming, tool use) and Codex CLI (OpenAI Responses, streaming, namespaced MCP
-function calls), a scripted model (tests/e2e/model_scripts.py) drives the CLI to call the gateway's MCP tools and to
-write the answer with its own shell; the run scores, and the recording proxy counted exactly what the server
+For Claude Code (Anthropic Messages, streaming, tool use), Codex CLI (OpenAI Responses, streaming, namespaced MCP
+function calls), Gemini CLI (Gemini streamGenerateContent, function calls) and OpenCode (OpenAI Chat Completions,
+streaming tool calls), a scripted model (tests/e2e/model_scripts.py) drives the CLI to call the gateway's MCP tools
+and to write the answer with its own shell; the run scores, and the recording proxy counted exactly what the server
 reported. A script that sends the CLI's shell after the ground truth, Prometheus, the model server itself and
 files outside its directory is refused by the sandbox, and the run still finishes and scores. A model server that
-never answers ends at the deadline with no submission and nothing left running.
+never answers ends at the deadline with no submission and nothing left running. A token budget spent after the
+first call: the proxy refuses the next in the vendor's error shape, records it, and the CLI stops by itself.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator import paths
+from orchestrator import atif, paths
 from orchestrator.agent import run_command_agent
 from orchestrator.agents.presets import PREFIX, PRESETS, Choice
 from orchestrator.evaluation.process import model_usage
@@ -160,6 +162,18 @@ def test_a_preset_investigates_over_mcp_and_every_model_call_is_counted(tmp_path
     done = run_cli(home, "results", "--json")
     [row] = [r for r in json.loads(done.stdout)["scenarios"] if r["agent_name"] == preset]
     assert row["model_calls"] == len(generation) and row["cost_usd"] == pytest.approx(want["cost"], abs=1e-6)
+    # the trial's trajectory in ATIF: one step per model call, the MCP calls with their answers, the same totals
+    done = run_cli(home, "show", trial["run_id"], "--atif")
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert atif.problems(doc) == [] and doc["agent"]["name"] == preset
+    assert sum(1 for s in doc["steps"] if s.get("llm_call_count") == 1) == len(generation)
+    called = {c["function_name"]: r["content"] for s in doc["steps"] for c, r in
+              zip(s.get("tool_calls") or [], (s.get("observation") or {}).get("results") or [], strict=True)}
+    assert {"get_alerts", "get_topology", "query_metrics"} <= set(called) and "ContainerNotRunning" in \
+        called["get_alerts"]
+    assert doc["final_metrics"]["total_prompt_tokens"] == want["input"]
+    assert doc["final_metrics"]["total_cost_usd"] == pytest.approx(want["cost"], abs=1e-6)
 
 
 def test_the_cli_shell_is_contained_and_the_run_still_scores(tmp_path: Path, preset: str, prices: Path) -> None:

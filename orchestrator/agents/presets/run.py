@@ -73,9 +73,16 @@ def take_answer(workspace: Path, final: str) -> tuple[dict[str, Any] | None, str
     return None, f"the CLI wrote no {ANSWER} and its final message holds no JSON object"
 
 
+def private_dirs(home: Path) -> dict[str, str]:
+    """The XDG base directories inside the private HOME: a caller's own (``make`` sets ``XDG_CACHE_HOME`` under the
+    project) are read-only in the sandbox, and OpenCode stops when it cannot create its cache."""
+    return {"XDG_CACHE_HOME": str(home / ".cache"), "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"), "XDG_STATE_HOME": str(home / ".local" / "state")}
+
+
 def run_cli(launch: Launch, workspace: Path, transcript: Path, errors: Path, timeout: float) -> tuple[int | None, str]:
     """Run the CLI in its own process group; (exit code or None when stopped, what happened)."""
-    env = {**os.environ, **launch.env}
+    env = {**os.environ, **private_dirs(Path(os.environ.get("HOME") or "/tmp")), **launch.env}
     with transcript.open("wb") as out, errors.open("wb") as err:
         proc = subprocess.Popen(launch.argv, cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err, start_new_session=True)
