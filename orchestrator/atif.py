@@ -6,15 +6,16 @@ One ATIF document per run, built from what the run recorded (nothing is re-run):
 - step 1, ``user``: what the agent was asked (a preset's prompt, from ``agent/preset.json``; else the manifest's
   tasks and alerts);
 - one ``agent`` step per model call the recording proxy counted (``gateway/model-calls.jsonl``): its model,
-  tokens (prompt tokens include the cached ones, as ATIF counts them), cost, latency; the tool calls the gateway
-  logged after that call answered and before the next one began are that step's ``tool_calls``, and their answers
-  (``gateway/answers.jsonl``, or the refusal) its ``observation``;
+  tokens (prompt tokens include the cached ones, as ATIF counts them), cost, latency, the text the model answered
+  and, as ``tool_calls``, the calls it asked for (the CLI's own shell and file tools among them); the gateway calls
+  logged after that call began and before the next one did are joined to the asked call they answer by tool name,
+  their answers (``gateway/answers.jsonl``, or the refusal) in the step's ``observation``; the CLI's own tools'
+  results are not recorded by OpsBench (``agent/cli.jsonl`` has them);
 - an agent without counted model calls (a command agent, the baselines): one step per tool call, marked
   ``llm_call_count: 0``; tool calls before a preset's first model call get such a step too;
 - ``final_metrics``: the totals; ``extra.opsbench``: the run, scenario, mode, status, the output and the scores.
 
-The proxy does not keep what the model said, so an agent step's ``message`` is empty (``notes`` says so). The
-document is checked against ``orchestrator/schemas/atif.schema.json`` (harbor 0.25.0's models as JSON Schema) and
+The document is checked against ``orchestrator/schemas/atif.schema.json`` (harbor 0.25.0's models as JSON Schema) and
 against the models' cross-field rules (``problems``) before it is written.
 """
 
@@ -34,9 +35,9 @@ from orchestrator.schemacheck import load_schema
 VERSION = "ATIF-v1.7"
 AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
 NOTES = ("Exported by OpsBench from the run's records: model turns from the recording model proxy (tokens, cost, "
-         "latency; not the model's text, which is not recorded, so agent messages are empty), tool calls and their "
-         "answers from the tool gateway (answers over 64 KiB are cut). Steps with llm_call_count 0 are tool calls "
-         "not preceded by a counted model call.")
+         "latency, the text and tool calls of each reply, shortened), the answers of the tool gateway's calls "
+         "(over 64 KiB cut); the results of the CLI's own tools (shell, files) are not recorded and have no "
+         "observation. Steps with llm_call_count 0 are gateway calls no counted model call preceded.")
 
 
 class AtifError(OpsBenchError):
@@ -89,18 +90,43 @@ def _observation(call: dict[str, Any], answers: dict[str, dict[str, Any]]) -> st
     return str(kept.get("answer", "")) + cut
 
 
-def _tool_step(calls: list[tuple[int, dict[str, Any]]], answers: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``tool_calls`` and ``observation`` of the gateway calls ``calls`` (their index in the trajectory, record)."""
-    tool_calls, results = [], []
+def _gateway_extra(call: dict[str, Any]) -> dict[str, Any]:
+    extra: dict[str, Any] = {k: call[k] for k in ("status", "elapsed", "transport", "family") if k in call}
+    extra["timestamp"] = _iso(float(call["ts"])) if isinstance(call.get("ts"), int | float) else None
+    return extra
+
+
+def _same_tool(asked: str, tool: str) -> bool:
+    """Whether the name a model used (``mcp__opsbench__get_alerts``, ``mcp_opsbench_get_alerts``,
+    ``opsbench_get_alerts``, ``mcp__opsbench.get_alerts``) is the gateway's tool ``tool``."""
+    return asked == tool or asked.endswith(("_" + tool, "." + tool))
+
+
+def _tool_step(calls: list[tuple[int, dict[str, Any]]], answers: dict[str, dict[str, Any]],
+               asked: list[dict[str, Any]] | None = None, turn: int = 0) -> dict[str, Any]:
+    """``tool_calls`` and ``observation`` of one step: the tool calls the model ``asked`` for in its reply (the
+    CLI's own tools among them), each gateway call of ``calls`` (index in the trajectory, record) joined to the
+    asked call it answers, and the gateway calls no asked call names as calls of their own."""
+    tool_calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for i, call in enumerate(asked or []):
+        tool_calls.append({"tool_call_id": f"turn-{turn}-{i + 1}", "function_name": str(call.get("name")),
+                           "arguments": call.get("arguments") if isinstance(call.get("arguments"), dict) else {},
+                           "extra": {"via": "model"}})
     for index, call in calls:
-        cid = f"call-{index + 1}"
-        extra: dict[str, Any] = {k: call[k] for k in ("status", "elapsed", "transport", "family") if k in call}
-        extra["timestamp"] = _iso(float(call["ts"])) if isinstance(call.get("ts"), int | float) else None
-        tool_calls.append({"tool_call_id": cid, "function_name": str(call.get("tool")),
-                           "arguments": call.get("args") if isinstance(call.get("args"), dict) else {},
-                           "extra": extra})
-        results.append({"source_call_id": cid, "content": _observation(call, answers)})
-    return {"tool_calls": tool_calls, "observation": {"results": results}} if calls else {}
+        tool = str(call.get("tool"))
+        match = next((c for c in tool_calls if c["extra"].get("via") == "model" and "gateway_call" not in c["extra"]
+                      and _same_tool(c["function_name"], tool)), None)
+        if match is None:
+            match = {"tool_call_id": f"call-{index + 1}", "function_name": tool,
+                     "arguments": call.get("args") if isinstance(call.get("args"), dict) else {}, "extra": {}}
+            tool_calls.append(match)
+        match["extra"].update(_gateway_extra(call), gateway_call=index + 1)
+        results.append({"source_call_id": match["tool_call_id"], "content": _observation(call, answers)})
+    out: dict[str, Any] = {"tool_calls": tool_calls} if tool_calls else {}
+    if results:
+        out["observation"] = {"results": results}
+    return out
 
 
 def _metrics(call: dict[str, Any]) -> dict[str, Any]:
@@ -151,10 +177,12 @@ def build(run_dir: Path) -> dict[str, Any]:
     for index, call in before:  # tool calls no counted model call asked for (or an agent without a proxy)
         steps.append({"step_id": len(steps) + 1, "timestamp": _iso(_ts(call)), "source": "agent", "message": "",
                       "llm_call_count": 0, **_tool_step([(index, call)], answers)})
-    for turn, calls in zip(turns, by_turn, strict=True):
+    for number, (turn, calls) in enumerate(zip(turns, by_turn, strict=True), start=1):
+        reply: dict[str, Any] = turn["reply"] if isinstance(turn.get("reply"), dict) else {}
+        asked = [c for c in reply.get("tool_calls") or [] if isinstance(c, dict)]
         step: dict[str, Any] = {"step_id": len(steps) + 1, "timestamp": _iso(_ts(turn)), "source": "agent",
-                                "message": "", "llm_call_count": 1, "metrics": _metrics(turn),
-                                **_tool_step(calls, answers)}
+                                "message": str(reply.get("text") or ""), "llm_call_count": 1,
+                                "metrics": _metrics(turn), **_tool_step(calls, answers, asked, number)}
         if isinstance(turn.get("model"), str):
             step["model_name"] = turn["model"]
         steps.append(step)

@@ -5,7 +5,8 @@ the agent gets its URL as the vendor's base URL. The agent authenticates with a 
 the proxy checks it, puts the real key (which never enters the sandbox) on the request and forwards it to the
 upstream model server unchanged, streaming the answer back as it arrives. Per call it appends one record to
 ``<run dir>/gateway/model-calls.jsonl`` (out of the agent's sight): model, input/output/cached tokens (``usage.py``),
-latency, time to first byte and cost from the price table (``prices.py``).
+latency, time to first byte, cost from the price table (``prices.py``) and what the model answered (its text and
+the tool calls it asked for, shortened: ``reply.py``).
 
 A run's budget may cap its model use (``budget.tokens``, ``budget.costUsd`` in the scenario; ``Caps``): once the
 calls so far have spent a cap, the proxy answers every further call itself, in the shape the vendor uses for an
@@ -32,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from orchestrator.modelproxy import reply as reply_mod
 from orchestrator.modelproxy import usage as usage_mod
 from orchestrator.modelproxy.prices import Price, lookup
 
@@ -189,6 +191,8 @@ class ModelProxy:
             price.cost(found.input_tokens, found.output_tokens, found.cached_tokens, found.cache_write_tokens), 8)
         if price is None:
             entry["unpriced"] = True
+        if entry.get("status") == "ok":
+            entry["reply"] = reply_mod.parse(str(entry.get("path", "")), body, content_type).record()
         self._append(entry)
         return entry
 

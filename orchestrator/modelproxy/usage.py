@@ -34,7 +34,7 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _objects(body: bytes, content_type: str) -> list[dict[str, Any]]:
+def objects(body: bytes, content_type: str) -> list[dict[str, Any]]:
     """The JSON objects of a body: the body itself, or each SSE ``data:`` line."""
     text = body.decode("utf-8", errors="replace")
     if "event-stream" in content_type or text.lstrip().startswith(("event:", "data:")):
@@ -97,7 +97,7 @@ def _apply_gemini(usage: Usage, raw: dict[str, Any]) -> None:
 def parse(body: bytes, content_type: str = "") -> Usage:
     """The usage and model a response body reports (``found`` False when it reports none)."""
     usage = Usage()
-    for obj in _objects(body, content_type):
+    for obj in objects(body, content_type):
         for holder in (obj, obj.get("message"), obj.get("response")):
             if not isinstance(holder, dict):
                 continue

@@ -168,10 +168,16 @@ def test_a_preset_investigates_over_mcp_and_every_model_call_is_counted(tmp_path
     doc = json.loads(done.stdout)
     assert atif.problems(doc) == [] and doc["agent"]["name"] == preset
     assert sum(1 for s in doc["steps"] if s.get("llm_call_count") == 1) == len(generation)
-    called = {c["function_name"]: r["content"] for s in doc["steps"] for c, r in
-              zip(s.get("tool_calls") or [], (s.get("observation") or {}).get("results") or [], strict=True)}
-    assert {"get_alerts", "get_topology", "query_metrics"} <= set(called) and "ContainerNotRunning" in \
-        called["get_alerts"]
+    answered = {r["source_call_id"]: r["content"] for s in doc["steps"]
+                for r in (s.get("observation") or {}).get("results") or []}
+    called = {c["function_name"]: answered.get(c["tool_call_id"]) for s in doc["steps"]
+              for c in s.get("tool_calls") or []}
+    for tool in ("get_alerts", "get_topology", "query_metrics"):  # as the CLI names them, answered by the gateway
+        [name] = [n for n in called if n == tool or n.endswith(("_" + tool, "." + tool))]
+        assert called[name], (name, doc["steps"])
+    assert "ContainerNotRunning" in str(called[next(n for n in called if n.endswith("get_alerts"))])
+    # the CLI's own shell call that wrote the answer is a tool call of its step too (its result is not recorded)
+    assert any("answer.json" in json.dumps(c["arguments"]) for s in doc["steps"] for c in s.get("tool_calls") or [])
     assert doc["final_metrics"]["total_prompt_tokens"] == want["input"]
     assert doc["final_metrics"]["total_cost_usd"] == pytest.approx(want["cost"], abs=1e-6)
 

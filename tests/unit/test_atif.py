@@ -44,21 +44,35 @@ def test_a_preset_run_exports_model_turns_tool_calls_answers_and_tokens(run_dir:
     assert [s["metrics"]["prompt_tokens"] for s in agent] == [m["input_tokens"] for m in models]
     assert [s["metrics"]["cached_tokens"] for s in agent] == [m["cached_tokens"] for m in models]
     assert [s["metrics"]["cost_usd"] for s in agent] == [m["cost_usd"] for m in models]
-    # the gateway's call is in the step of the model call that asked for it, with its arguments and its answer
-    called = [(s["step_id"], c) for s in agent for c in s.get("tool_calls") or []]
-    assert [c["function_name"] for _, c in called] == [t["tool"] for t in tools] == ["get_alerts"]
-    [(step_id, call)] = called
-    step = doc["steps"][step_id - 1]
-    assert models[step_id - 2]["ts"] < tools[0]["ts"] < models[step_id - 1]["ts"]  # step 2 is model call 0
-    [result] = step["observation"]["results"]
+    # each step carries what the model asked for: the CLI's own shell (no observation: OpsBench does not see its
+    # result), the MCP tool joined to the gateway's call and its answer, then the last text
+    asked = [[c["function_name"] for c in s.get("tool_calls") or []] for s in agent]
+    assert asked == [["run_shell_command"], ["mcp_opsbench_get_alerts"], ["run_shell_command"], []], asked
+    probe, mcp, write, last = agent
+    assert "gt-exit=$?" in probe["tool_calls"][0]["arguments"]["command"] and "observation" not in probe
+    assert "answer.json" in write["tool_calls"][0]["arguments"]["command"] and last["message"] == "done"
+    [call] = mcp["tool_calls"]
+    assert call["extra"]["gateway_call"] == 1 and call["extra"]["status"] == "ok" == tools[0]["status"]
+    [result] = mcp["observation"]["results"]
     assert result["source_call_id"] == call["tool_call_id"] and "ContainerNotRunning" in result["content"]
     assert json.loads(result["content"])["ok"] is True
+    assert models[1]["ts"] < tools[0]["ts"] < models[2]["ts"]  # the second model call asked for it
     final = doc["final_metrics"]
     assert final["total_prompt_tokens"] == sum(m["input_tokens"] for m in models)
     assert final["total_cost_usd"] == pytest.approx(sum(m["cost_usd"] for m in models))
     assert final["total_steps"] == len(doc["steps"]) == 1 + len(models)
     ours = doc["extra"]["opsbench"]
     assert ours["mode"] == "replay" and ours["output"]["entities"][0]["id"] == "cart-1"
+
+
+def test_model_calls_recorded_without_their_reply_still_carry_the_gateway_calls(run_dir: Path) -> None:
+    calls = run_dir / "gateway" / "model-calls.jsonl"
+    calls.write_text("".join(json.dumps({k: v for k, v in c.items() if k != "reply"}) + "\n" for c in lines(calls)))
+    doc = atif.build(run_dir)
+    assert atif.problems(doc) == []
+    called = [(s["step_id"], c["tool_call_id"], c["function_name"]) for s in doc["steps"] for c in
+              s.get("tool_calls") or []]
+    assert called == [(3, "call-1", "get_alerts")] and all(s["message"] == "" for s in doc["steps"][1:])
 
 
 def test_an_agent_without_model_calls_gets_one_step_per_tool_call(run_dir: Path) -> None:

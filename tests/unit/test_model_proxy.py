@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from orchestrator.evaluation.process import model_usage, score_process
-from orchestrator.modelproxy import Caps, ModelProxy, prices, refusal, usage
+from orchestrator.modelproxy import Caps, ModelProxy, prices, refusal, reply, usage
 from tests.e2e.model_scripts import Mcp, Say, ScriptedModel
 
 TOKEN = "opsbench-run-token"
@@ -63,6 +63,9 @@ def test_anthropic_streaming_call_is_passed_through_and_counted(tmp_path: Path) 
     assert second["cost_usd"] == pytest.approx((110 * 3.0 + 500 * 0.3 + 21 * 15.0) / 1e6)
     assert first["model"] == "scripted-model" and first["latency"] >= first["ttfb"] >= 0
     assert len(proxy.calls) == 2
+    # what the model answered: the streamed tool call (its JSON arguments in pieces), then the text
+    assert first["reply"] == {"text": "", "tool_calls": [{"name": "mcp__opsbench__get_alerts", "arguments": {}}]}
+    assert second["reply"] == {"text": "done", "tool_calls": []}
 
 
 def test_openai_responses_stream_is_counted_with_bearer_keys(tmp_path: Path) -> None:
@@ -77,6 +80,7 @@ def test_openai_responses_stream_is_counted_with_bearer_keys(tmp_path: Path) -> 
         assert model.log.requests[0]["headers"]["authorization"] == "Bearer sk-real"
     [call] = (json.loads(line) for line in record.read_text().splitlines())
     assert (call["input_tokens"], call["cached_tokens"], call["output_tokens"]) == (1000, 0, 30)
+    assert call["reply"]["tool_calls"] == [{"name": "mcp__opsbench.get_alerts", "arguments": {}}]
     assert call["cost_usd"] == pytest.approx((1000 * 3.0 + 30 * 15.0) / 1e6)
 
 
@@ -101,6 +105,8 @@ def test_openai_chat_completions_stream_is_counted(tmp_path: Path) -> None:
         (2000, 0, 40, True)
     assert (second["input_tokens"], second["cached_tokens"], second["output_tokens"]) == (2100, 300, 41)
     assert second["cost_usd"] == pytest.approx((1800 * 3.0 + 300 * 0.3 + 41 * 15.0) / 1e6)
+    assert first["reply"]["tool_calls"] == [{"name": "opsbench_get_alerts", "arguments": {}}]
+    assert second["reply"] == {"text": "done", "tool_calls": []}
 
 
 def test_gemini_stream_is_counted_with_the_model_from_the_path(tmp_path: Path) -> None:
@@ -125,6 +131,8 @@ def test_gemini_stream_is_counted_with_the_model_from_the_path(tmp_path: Path) -
     assert (first["input_tokens"], first["cached_tokens"], first["output_tokens"]) == (3000, 0, 57)
     assert (second["input_tokens"], second["cached_tokens"], second["output_tokens"]) == (3100, 400, 58)
     assert second["cost_usd"] == pytest.approx((2700 * 3.0 + 400 * 0.3 + 58 * 15.0) / 1e6)
+    assert first["reply"]["tool_calls"] == [{"name": "get_alerts", "arguments": {}}]
+    assert second["reply"] == {"text": "done", "tool_calls": []}
 
 
 @pytest.mark.parametrize(("path", "header", "status", "shape"), [
@@ -158,6 +166,18 @@ def test_a_spent_budget_is_refused_in_the_vendor_shape_and_recorded(tmp_path: Pa
     counted = model_usage(record)
     assert (counted["model_calls"], counted["model_calls_refused"], counted["model_budget"]) == (1, 1, "tokens")
     assert counted["input_tokens"] == forwarded["input_tokens"]
+
+
+def test_a_reply_is_kept_short() -> None:
+    body = json.dumps({"choices": [{"message": {"content": "x" * 10000, "tool_calls": [
+        {"index": 0, "function": {"name": "bash", "arguments": '{"command": "' + "y" * 5000 + '"}'}},
+        {"index": 1, "function": {"name": "edit", "arguments": "not json"}}]}}]}).encode()
+    kept = reply.parse("/v1/chat/completions", body, "application/json").record()
+    assert len(kept["text"]) == reply.MAX_TEXT
+    [long, broken] = kept["tool_calls"]
+    assert long["name"] == "bash" and len(long["arguments"]["_raw"]) == reply.MAX_ARGS
+    assert broken["arguments"] == {"_raw": "not json"}
+    assert reply.parse("/v1/unknown", body).record() == {"text": "", "tool_calls": []}
 
 
 def test_caps_come_from_the_budget_and_cost_is_capped_too() -> None:
