@@ -208,6 +208,19 @@ def test_the_route_caps_the_proxy_with_the_manifest_budget(tmp_path: Path, insta
     assert "40 tool calls, 5000 model tokens and $0.5 of model use" in text
 
 
+def test_a_scenario_budget_may_cap_tokens_and_cost() -> None:
+    import jsonschema
+
+    from orchestrator.schemacheck import load_schema
+
+    for name in ("scenario", "manifest"):
+        budget = jsonschema.Draft202012Validator(load_schema(name)["properties"]["budget"])
+        assert budget.is_valid({"wallClockSeconds": 60, "steps": 10, "tokens": 20000, "costUsd": 0.25})
+    scenario = jsonschema.Draft202012Validator(load_schema("scenario")["properties"]["budget"])
+    for bad in ({"tokens": 0}, {"tokens": 1.5}, {"costUsd": 0}, {"costUsd": "1"}, {"dollars": 1}):
+        assert not scenario.is_valid({"wallClockSeconds": 60, **bad}), bad
+
+
 def test_the_answer_file_wins_then_the_final_message(tmp_path: Path) -> None:
     assert run.take_answer(tmp_path, "")[0] is None
     final = 'Here it is:\n```json\n{"schema": "opsbench/diagnosis/v1", "entities": []}\n```\nand {"x": 1}'
