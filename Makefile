@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: dev-split agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: devops-projects dev-split agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
@@ -27,6 +27,7 @@ help:
 	@echo "make docs                    regenerate the reference docs and catalogs"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=230 K=2 CORPUS_OUT=...]; resumable"
+	@echo "make devops-projects         fetch, verify, build and test the DevOps upstream projects (live) [IDS='...' WHERE=host|workspace RECORD=1]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex, Gemini CLI, OpenCode) under .agents/ (npm, pinned)"
 	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
@@ -132,6 +133,14 @@ CORPUS_OUT ?= $(CURDIR)/.opsbench/corpora/dev
 dev-split:
 	$(BIN)/opsbench corpus build --all-templates --seed opsbench-dev-1 --count $(COUNT) --parallel $(K) \
 	  --out $(CORPUS_OUT); status=$$?; $(BIN)/opsbench corpus card $(CORPUS_OUT) > /dev/null; exit $$status
+
+# The DevOps domain's upstream projects (docs/devops.md, 'Real projects'): each fetched through its registry at its
+# pinned version and verified into the state dir's cache, then built and tested offline, one at a time at the lowest
+# CPU priority (live: the registries, ~25 min for all on the 2-core machine). IDS='a b' for some; WHERE=workspace in
+# the workspace image; RECORD=1 keeps the passing projects' times in orchestrator/devops_projects/measured.json.
+WHERE ?= host
+devops-projects:
+	$(BIN)/opsbench devops projects --fetch --check $(WHERE) $(if $(RECORD),--record) $(IDS)
 
 validate:
 	@$(BIN)/opsbench validate

@@ -3,7 +3,8 @@
 - ``docs/scenario-spec.md`` and ``docs/ground-truth.md`` from the JSON Schemas;
 - ``docs/agent-outputs.md`` from the agent output schemas, ``docs/manifest.md`` from the manifest's;
 - ``docs/faults.md`` from every ``roles/fault_*/meta/argument_specs.yml``;
-- ``docs/scenarios.md`` from every scenario spec and its ground truth.
+- ``docs/scenarios.md`` from every scenario spec and its ground truth;
+- ``docs/devops-projects.md`` from the DevOps upstream projects' catalogue and measured times.
 
 Nothing here lists roles or scenarios: the catalogs follow what is on disk.
 """
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
+from orchestrator.devops_projects import docs as devops_projects_docs
 from orchestrator.generation.effects import has_effect_model, load_effect_model
 from orchestrator.schemacheck import load_schema
 from orchestrator.spec import spec_files
@@ -445,6 +447,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "docs/manifest.md": functools.partial(render, "manifest", "Agent manifest reference"),
     "docs/faults.md": render_faults,
     "docs/scenarios.md": render_scenarios,
+    "docs/devops-projects.md": devops_projects_docs.render,
 }
 
 

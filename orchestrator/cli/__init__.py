@@ -5,8 +5,8 @@ One module per command group, each command a thin shell over a library function:
 verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (new fault, new scenario),
 `awx` (awx export), `generate` (generate), `corpus` (corpus build, card),
 `snapshots` (snapshot record, export, import, verify, list), `replay`
-(replay), `agents` (agents: the presets). Libraries are imported inside the commands, so ``opsbench --help``
-stays fast.
+(replay), `agents` (agents: the presets), `devops` (devops projects: the upstream projects). Libraries are
+imported inside the commands, so ``opsbench --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from orchestrator.cli import (
     agents,
     awx,
     corpus,
+    devops,
     generate,
     harness,
     replay,
@@ -40,6 +41,7 @@ def main() -> None:
     """OpsBench: benchmark AI agents on real IT-operations work."""
 
 
-for _module in (run, scenarios, harness, results, scaffold, awx, snapshots, replay, generate, corpus, agents):
+for _module in (run, scenarios, harness, results, scaffold, awx, snapshots, replay, generate, corpus, agents,
+                devops):
     for _command in _module.COMMANDS:
         main.add_command(_command)

@@ -30,7 +30,7 @@ def test_every_schema_field_is_documented() -> None:
                    "budget.wallClockSeconds", "evaluation.evaluators[].params"):
         assert f"| `{nested}` |" in text, nested
     assert set(GENERATED) == {"docs/scenario-spec.md", "docs/ground-truth.md", "docs/faults.md", "docs/scenarios.md",
-                              "docs/agent-outputs.md", "docs/manifest.md"}
+                              "docs/agent-outputs.md", "docs/manifest.md", "docs/devops-projects.md"}
 
 
 def test_every_output_schema_field_is_documented() -> None:

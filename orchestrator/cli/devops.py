@@ -1,0 +1,82 @@
+"""``opsbench devops``: the DevOps domain's upstream projects (library: `orchestrator.devops_projects`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.common import emit_json
+
+
+@click.group()
+def devops() -> None:
+    """The DevOps domain's real upstream projects (docs/devops.md, 'Real projects')."""
+
+
+@devops.command()
+@click.argument("ids", nargs=-1)
+@click.option("--fetch", is_flag=True, help="Fetch and verify into the cache what is not there yet (network).")
+@click.option("--check", "where", type=click.Choice(["host", "workspace"]), default=None,
+              help="Build and test each project offline: with the host's toolchains or in the workspace image.")
+@click.option("--record", is_flag=True, help="Keep the passing projects' times in measured.json (needs --check).")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The cache folder (default: <state dir>/cache/devops-projects).")
+@click.option("--all", "include_dropped", is_flag=True, help="List the dropped projects too (never fetched "
+                                                             "unless named).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool, cache_dir: Path | None,
+             include_dropped: bool, as_json: bool) -> None:
+    """List the upstream projects, or fetch, verify, build and test them (IDS: some; default all active ones).
+
+    Without --fetch or --check: the catalogue and what the cache holds. With them, one project at a time at the
+    lowest CPU priority; a project that fails is reported with its step (fetch, verify, unpack, deps, build,
+    test) and the rest go on; the exit status is 1 when any failed. `make devops-projects` runs
+    `--fetch --check host` over all of them."""
+    from orchestrator.devops_projects import catalogue as cat
+    from orchestrator.devops_projects.fetch import Cache
+    from orchestrator.devops_projects.run import default_cache, run_projects
+    from orchestrator.devops_projects.run import record as record_figures
+
+    catalogue = cat.load()
+    cache = Cache(cache_dir.resolve()) if cache_dir else default_cache()
+    if record and not where:
+        raise click.UsageError("--record keeps measured times: add --check host or --check workspace")
+    if not fetch and not where:
+        listing = [{"id": p.id, "language": p.language, "coordinates": p.source.coordinates, "licence": p.licence,
+                 "fetched": cache.fetched(p), "dropped": p.dropped}
+                for p in catalogue.select(ids, include_dropped=include_dropped)]
+        if as_json:
+            emit_json(listing)
+            return
+        for row in listing:
+            state = (f"dropped: {row['dropped']}" if row["dropped"]
+                     else ("fetched" if row["fetched"] else "not fetched"))
+            click.echo(f"{row['id']:<24} {row['coordinates']:<44} {row['licence']:<13} {state}")
+        return
+    def echo(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    reports = run_projects(ids, fetch=fetch, check=where, cache=cache, catalogue=catalogue, progress=echo)
+    if record and where:
+        written = record_figures(reports, where)
+        click.echo(f"recorded {len(written)} project(s) in {cat.MEASURED}", err=True)
+    failed = [r for r in reports if r.error]
+    if as_json:
+        emit_json({"cache": str(cache.root), "projects": [r.as_dict() for r in reports], "failed": len(failed)})
+    else:
+        for r in reports:
+            c = r.check or {}
+            checked = (f"build {c['build_s']} s, test {c['test_s']} s, {c['passed']} passed, {c['failed']} failed "
+                       f"({c['where']})" if c else "")
+            fetched = ("cached" if r.cached else f"fetched in {r.fetch_s} s") if r.fetched else "not fetched"
+            state = f"FAILED at {r.error['step']}" if r.error else "ok"
+            click.echo(f"{r.id:<24} {state:<18} {fetched:<20} {checked}")
+        for r in failed:
+            click.echo(f"error: {r.error['message'] if r.error else ''}", err=True)
+    if failed:
+        sys.exit(1)
+
+
+COMMANDS = [devops]
