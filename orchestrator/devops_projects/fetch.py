@@ -67,7 +67,12 @@ class Cache:
         return self.src / project.id
 
     def fetched(self, project: Project) -> bool:
-        return (self.tree(project) / FETCHED).is_file()
+        """Whether the cache holds this project at the catalogue's current pins (a tree fetched at other pins, or
+        half-written, is not it and is fetched again)."""
+        try:
+            return bool(json.loads((self.tree(project) / FETCHED).read_text()) == fetch_record(project))
+        except (OSError, ValueError):
+            return False
 
 
 # -- running the clients -------------------------------------------------------------------------------------------
@@ -312,6 +317,12 @@ def staging(parent: Path, name: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def fetch_record(project: Project) -> dict[str, object]:
+    """What FETCHED holds: the pins the tree was verified against."""
+    return {"id": project.id, "registry": project.source.registry, "coordinates": project.source.coordinates,
+            "sha256": {a.role: a.sha256 for a in project.source.artifacts}, "h1": project.source.h1}
+
+
 def fetch_project(project: Project, cache: Cache, *, clients: Mapping[str, Client] = CLIENTS,
                   env: Mapping[str, str] | None = None, prime: Callable[[Project, Path, Cache], None] | None = None,
                   ) -> dict[str, object]:
@@ -332,11 +343,9 @@ def fetch_project(project: Project, cache: Cache, *, clients: Mapping[str, Clien
         shutil.copyfile(CONTRACT_DIR / f"{project.language}.mk", tree / CONTRACT_FILE)
         if prime is not None:
             prime(project, tree, cache)
-        record = {"id": project.id, "registry": project.source.registry, "coordinates": project.source.coordinates,
-                  "sha256": {a.role: a.sha256 for a in project.source.artifacts}, "h1": project.source.h1}
-        (tree / FETCHED).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        (tree / FETCHED).write_text(json.dumps(fetch_record(project), indent=2, sort_keys=True) + "\n")
         final = cache.tree(project)
-        if final.exists():  # a folder without the FETCHED mark: an older layout or a hand-made one
+        if final.exists():  # fetched at other pins, or no FETCHED mark (half-written, hand-made)
             shutil.rmtree(final)
         tree.rename(final)
     return {"fetched": True, "cached": False, "fetch_s": round(time.monotonic() - started, 1)}

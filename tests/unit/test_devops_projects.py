@@ -177,6 +177,19 @@ def test_a_go_module_is_fetched_verified_and_unpacked_with_the_contract(tmp_path
 
 
 @needs_go
+def test_a_tree_fetched_at_other_pins_is_fetched_again(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    fetch_project(go_project(), cache, env=go_env(tmp_path))
+    (cache.tree(go_project()) / "stale.go").write_text("package tiny\n")
+    record = json.loads((cache.tree(go_project()) / fetch.FETCHED).read_text())
+    record["coordinates"] = f"{TINY}@v0.9.0"
+    (cache.tree(go_project()) / fetch.FETCHED).write_text(json.dumps(record))
+    assert not cache.fetched(go_project())
+    assert fetch_project(go_project(), cache, env=go_env(tmp_path))["cached"] is False
+    assert not (cache.tree(go_project()) / "stale.go").exists() and cache.fetched(go_project())
+
+
+@needs_go
 def test_a_version_the_proxy_refuses_fails_at_fetch_and_leaves_nothing(tmp_path: Path) -> None:
     cache = Cache(tmp_path / "cache")
     with pytest.raises(StepFailed) as err:
@@ -303,7 +316,7 @@ def staged_tree(cache: Cache, p: cat.Project, makefile: str) -> None:
     tree = cache.tree(p)
     tree.mkdir(parents=True)
     (tree / "opsbench.mk").write_text(makefile)
-    (tree / fetch.FETCHED).write_text("{}")
+    (tree / fetch.FETCHED).write_text(json.dumps(fetch.fetch_record(p)))
 
 
 def limited_go_project(build_s: int = 600, test_s: int = 900) -> cat.Project:
