@@ -286,14 +286,16 @@ def recording_trial(trial: Run, snapshot: Callable[[int, int], None], *, healthy
     after = CHECK_AFTER if live_trial else []
     total = len(forward) + len(after) + 5
     try:
-        trial.forward(forward, total)
-        if trial.state["status"] == "completed":
-            snapshot(len(forward) + 1, total)
-        if after and trial.state["status"] == "completed":
-            trial.forward(after, total, first_index=len(forward) + 2)
-        trial.cleanup(first_index=len(forward) + len(after) + 2, total=total)
-        if "remove" in trial.state["done"] or "inject" not in trial.state["started"]:
-            check_leftovers(trial, total, total)
+        try:
+            trial.forward(forward, total)
+            if trial.state["status"] == "completed":
+                snapshot(len(forward) + 1, total)
+            if after and trial.state["status"] == "completed":
+                trial.forward(after, total, first_index=len(forward) + 2)
+        finally:  # whatever the snapshot step raised, the faults come out and the token is revoked
+            trial.cleanup(first_index=len(forward) + len(after) + 2, total=total)
+            if "remove" in trial.state["done"] or "inject" not in trial.state["started"]:
+                check_leftovers(trial, total, total)
     finally:
         _finalize(trial)
     return trial.summary()

@@ -184,7 +184,7 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
           ) -> dict[str, Any]:
     """Build (or resume) the corpus `req` asks for in `out`; returns the build record (see the module docstring)."""
     _check_request(req)
-    out = Path(out)
+    out = Path(out).resolve()
     previous = _prepare_out(out, req)
     started = time.time()
     instances, dropped_draws = _draw(req, out)

@@ -275,7 +275,7 @@ def record(scenarios: list[Scenario], out: Path, repeats: int, progress: Progres
     deployment and port block, as `verify-scenarios --parallel`)."""
     if cap_s <= 0:
         raise OpsBenchError("the evidence window cap must be positive")
-    out = Path(out)
+    out = Path(out).resolve()  # the snapshot step's playbook runs in another working directory
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(out)
     groups: dict[str, list[tuple[Scenario, int]]] = {}

@@ -100,6 +100,27 @@ def test_a_failed_snapshot_step_leaves_no_snapshot_and_still_cleans_up(tmp_path:
     assert list(out.iterdir()) == []  # the staging directory is gone too
 
 
+def test_a_relative_out_is_where_the_snapshot_lands(tmp_path: Path, playbooks: FakePlaybooks,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot step's playbook runs in another working directory: a relative --out is resolved first."""
+    monkeypatch.chdir(tmp_path)
+    made = rec.record([find_scenario("shop-cart-down")], Path("rel/corpus"), 1, Progress())
+    assert made[0].ok and Path(playbooks.extravars("snapshot")[0]["opsbench_snapshot_out"]).is_absolute()
+    assert (tmp_path / "rel" / "corpus" / made[0].snapshot_id).is_dir()
+
+
+def test_an_exception_in_the_snapshot_step_still_removes_the_faults(tmp_path: Path, playbooks: FakePlaybooks,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> None:
+        raise FileNotFoundError("the staging directory vanished")
+
+    monkeypatch.setattr(rec, "_snapshot_step", broken)
+    with pytest.raises(FileNotFoundError):
+        rec.record([find_scenario("shop-cart-down")], tmp_path / "corpus", 1, Progress())
+    assert playbooks.steps == ["deploy", "baseline", "inject", "manifestation", "handover", "revoke", "remove",
+                               "recovery", "pristine", "teardown"]
+
+
 def test_an_incident_that_does_not_manifest_is_invalid_and_not_recorded(tmp_path: Path,
                                                                        playbooks: FakePlaybooks) -> None:
     playbooks.fail = "manifestation"
