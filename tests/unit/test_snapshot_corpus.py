@@ -28,11 +28,13 @@ _PROXY_MODE = re.compile(r"\"(--mode=\w+)\"")
 def distinctive_strings(scn: Scenario) -> list[str]:
     """What of the ground truth an agent must find out and a snapshot must never say: the fault roles and item
     names, the ground truth's fault types, the fault proxy's arguments as injected, and the saved state of a
-    flag fault (`"kind": "flag"`, `"flag": "<name>"`).
+    flag fault (`{"kind": "flag", "flag": "<name>", "entry": <the flag before>}`, as podman_control writes it).
 
     A feature flag's bare name is not among them: it is part of the application's visible surface, live as
     frozen (list_services lists every flag of the shop, and the shop logs a flag change as a real flag service
-    does, which is evidence the live agent had too and a replay must serve the same)."""
+    does, which is evidence the live agent had too and a replay must serve the same). So is the flag switch in
+    the change journal (`changes.json`: `{"kind": "flag", "details": {"flag": ...}}`), as a flag console records
+    it: the saved state is told apart by its own shape."""
     found = fault_strings(scn)
     truth = yaml.safe_load(scn.ground_truth_path.read_text())
     found += [str(e["faultType"]) for e in truth.get("entities", []) if e.get("faultType")]
@@ -40,7 +42,7 @@ def distinctive_strings(scn: Scenario) -> list[str]:
         inject = (paths.ROLES_DIR / fault["role"] / "tasks" / "inject.yml").read_text()
         values = resolve_role_vars(fault["role"], "inject", fault["args"])
         flags = _FLAG.findall(inject)
-        found += ['"kind": "flag"', *(f'"flag": "{flag}"' for flag in flags)] if flags else []
+        found += [f'"kind": "flag", "flag": "{flag}", "entry"' for flag in flags]
         found += _PROXY_MODE.findall(inject)
         found += [f"{flag}={values[var]}" for flag, var in _PROXY_ARG.findall(inject) if var in values]
     return found
