@@ -41,6 +41,12 @@ def corpus_root(path: Path) -> Path | None:
     return None
 
 
+def specs_dir(snapshot_path: Path) -> Path | None:
+    """The instance specs' folder of the built corpus that holds `snapshot_path`, or None outside one."""
+    root = corpus_root(snapshot_path.resolve())
+    return root / SCENARIOS if root is not None else None
+
+
 def instance_spec(snapshot_path: Path, scenario_id: str) -> Path | None:
     """The spec of `scenario_id` in the corpus that holds `snapshot_path`, or None outside a built corpus."""
     root = corpus_root(snapshot_path.resolve())

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.catalog import find_scenario
-from orchestrator.corpus.layout import instance_spec
+from orchestrator.corpus.layout import instance_spec, specs_dir
 from orchestrator.errors import OpsBenchError
 from orchestrator.harness.campaign import passed
 from orchestrator.harness.verify import tagged_progress
@@ -93,11 +93,12 @@ def open_snapshots(paths: Sequence[Path]) -> Iterator[list[Target]]:
     with ExitStack() as stack:
         targets = []
         for path in paths:
+            specs = specs_dir(path)  # a built corpus's instances are not in the catalog: their specs are beside
             if path.is_file():
                 parent = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="opsbench-replay-")))
-                info = import_archive(path, parent)
+                info = import_archive(path, parent, specs_dir=specs)
             else:
-                info = fmt.verify(path.resolve())
+                info = fmt.verify(path.resolve(), specs_dir=specs)
             targets.append(check_replayable(info, path))
         yield targets
 

@@ -81,7 +81,8 @@ def _safe_name(archive: Path, member: tarfile.TarInfo) -> PurePosixPath:
     return name
 
 
-def import_archive(archive: Path, dest_parent: Path, *, check_scenario: bool = True) -> SnapshotInfo:
+def import_archive(archive: Path, dest_parent: Path, *, check_scenario: bool = True,
+                   specs_dir: Path | None = None) -> SnapshotInfo:
     """Extract `archive` into `dest_parent/<snapshot id>` and verify it; returns the verified snapshot.
     Refuses to overwrite an existing snapshot directory."""
     archive, dest_parent = Path(archive), Path(dest_parent)
@@ -99,7 +100,7 @@ def import_archive(archive: Path, dest_parent: Path, *, check_scenario: bool = T
         if target.exists():
             raise SnapshotError(archive, top, f"{target} already exists: remove it or import elsewhere")
         try:
-            verify(staging / top, check_scenario=check_scenario)
+            verify(staging / top, check_scenario=check_scenario, specs_dir=specs_dir)
         except SnapshotError as exc:  # name the archive the user gave, not the staging folder
             raise SnapshotError(archive, f"{top}/{exc.file}" if exc.file != "." else top, exc.problem) from None
         os.rename(staging / top, target)

@@ -260,12 +260,14 @@ def read_index(root: Path) -> dict[str, Any]:
     return data
 
 
-def _check_scenario(root: Path, scenario_id: str, version: int) -> None:
+def _check_scenario(root: Path, scenario_id: str, version: int, specs_dir: Path | None = None) -> None:
+    """The snapshot's scenario exists at the recorded version: in the catalog, or in `specs_dir` (a built
+    corpus's `scenarios/`, whose generated instances the catalog does not hold)."""
     from orchestrator.spec import SPEC_FILENAME, load_scenario
     from orchestrator.yamlfile import read_yaml
 
-    spec_file = paths.SPECS_DIR / scenario_id / SPEC_FILENAME
-    registry = read_yaml(paths.ID_REGISTRY) if paths.ID_REGISTRY.is_file() else {}
+    spec_file = (specs_dir or paths.SPECS_DIR) / scenario_id / SPEC_FILENAME
+    registry = read_yaml(paths.ID_REGISTRY) if paths.ID_REGISTRY.is_file() and specs_dir is None else {}
     entry = (registry.get("ids") or {}).get(scenario_id) if isinstance(registry, dict) else None
     if not spec_file.is_file() or (isinstance(entry, dict) and entry.get("retired")):
         raise SnapshotError(root, INDEX, f"scenario {scenario_id!r} no longer exists in this OpsBench "
@@ -276,16 +278,17 @@ def _check_scenario(root: Path, scenario_id: str, version: int) -> None:
                             f"now at version {current}: record it again")
 
 
-def verify(root: Path, *, check_scenario: bool = True) -> SnapshotInfo:
-    """Check a snapshot before use: index schema, format and recorder version, the scenario, then every file's
-    size and sha256, and that no file is missing or unlisted. Raises `SnapshotError` at the first problem."""
+def verify(root: Path, *, check_scenario: bool = True, specs_dir: Path | None = None) -> SnapshotInfo:
+    """Check a snapshot before use: index schema, format and recorder version, the scenario (in the catalog, or
+    in `specs_dir`), then every file's size and sha256, and that no file is missing or unlisted. Raises
+    `SnapshotError` at the first problem."""
     root = Path(root)
     data = read_index(root)
     why = compatible_recorder(data["opsbench_version"])
     if why:
         raise SnapshotError(root, INDEX, why)
     if check_scenario:
-        _check_scenario(root, data["scenario"]["id"], data["scenario"]["version"])
+        _check_scenario(root, data["scenario"]["id"], data["scenario"]["version"], specs_dir)
     listed: dict[str, dict[str, Any]] = data["files"]
     present = {p.relative_to(root).as_posix(): p for p in _walk(root)}
     for rel in sorted(listed):

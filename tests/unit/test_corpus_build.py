@@ -254,3 +254,29 @@ def test_a_fixed_corpus_reuses_verified_recordings(tmp_path: Path, fakes: Fakes)
 
     with pytest.raises(OpsBenchError, match="with --scenarios"):
         build(request(reuse=recorded), tmp_path / "g", Progress())
+
+
+def test_a_corpus_snapshot_verifies_and_replays_against_its_instance_spec(tmp_path: Path) -> None:
+    """A generated instance is in no catalog: verifying its snapshot for a replay reads the spec the corpus holds
+    beside it (and refuses it once that spec moved to another version)."""
+    import yaml
+    from snapshot_fixtures import make_snapshot
+
+    from orchestrator.draw import generate_into
+    from orchestrator.errors import OpsBenchError
+    from orchestrator.harness.replay import open_snapshots
+
+    root = tmp_path / "c"
+    made = generate_into(("shop-cart-down",), "seed-x", 1, root / layout.SCENARIOS)
+    iid = made["instances"][0]["id"]
+    layout.write_json(root / layout.CORPUS_INDEX, {"format_version": 1, "instances": []})
+    snap = root / layout.SNAPSHOTS / f"{iid}-20261127T000000Z-000000"
+    make_snapshot(snap, scenario=iid)
+    with open_snapshots([snap]) as targets:
+        assert targets[0].scenario.id == iid and targets[0].scenario.path.parent == root / layout.SCENARIOS / iid
+    spec = root / layout.SCENARIOS / iid / "scenario.yaml"
+    data = yaml.safe_load(spec.read_text())
+    data["metadata"]["version"] = 2
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(OpsBenchError, match="now at version 2"), open_snapshots([snap]):
+        pass
