@@ -34,9 +34,11 @@ SPEC_FILE = "scenario.yaml"
 
 
 def corpus_root(path: Path) -> Path | None:
-    """The built corpus `path` is or lies in (the corpus itself, its snapshots folder, or a snapshot in it)."""
+    """The built corpus `path` is or lies in (the corpus itself, its snapshots folder, or a snapshot in it): a
+    folder with an index, or with a build record and instance specs (a build still under way replays too)."""
     for candidate in (path, path.parent, path.parent.parent):
-        if (candidate / CORPUS_INDEX).is_file():
+        if (candidate / CORPUS_INDEX).is_file() or ((candidate / BUILD_RECORD).is_file()
+                                                     and (candidate / SCENARIOS).is_dir()):
             return candidate
     return None
 
