@@ -20,7 +20,8 @@ def corpus() -> None:
 @corpus.command()
 @click.option("--templates", "templates", multiple=True, metavar="TEMPLATE",
               help="A template to draw from (repeat the option, or give them space-separated in one value).")
-@click.option("--all-templates", "every", is_flag=True, help="Draw from every template of the catalog.")
+@click.option("--all-templates", "every", is_flag=True,
+              help="Draw from every template of the catalog whose instances can be frozen (diagnosis tasks).")
 @click.option("--scenarios", "scenarios", multiple=True, metavar="SCENARIO",
               help="Instead of templates: fixed scenarios to freeze as a corpus (to compare against).")
 @click.option("--reuse-snapshots", "reuse", type=click.Path(path_type=Path, file_okay=False, exists=True),
@@ -48,16 +49,17 @@ def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], r
     drop what does not manifest or recover, replay the baseline agent on each, check that nothing an agent reads
     names a template, mechanism or fault, and index the corpus. Run it again with the same arguments to resume.
     Exit 1 when an instance was dropped or a leak was found (the record says which)."""
-    from orchestrator.catalog import template_ids
+    from orchestrator.catalog import find_scenario, template_ids
     from orchestrator.corpus.card import card, render
     from orchestrator.harness.corpus_build import BuildRequest
     from orchestrator.harness.corpus_build import build as build_corpus
+    from orchestrator.harness.record import not_replayable
 
     names = tuple(n for value in templates for n in value.split())
     if every:
         if names:
             raise click.UsageError("give --templates or --all-templates, not both")
-        names = tuple(template_ids())
+        names = tuple(t for t in template_ids() if not not_replayable(find_scenario(t)))
     fixed = tuple(n for value in scenarios for n in value.split())
     the_seed = read_seed(seed, seed_file) if names else None
     if fixed and (seed or seed_file):

@@ -112,6 +112,10 @@ def _draw(req: BuildRequest, out: Path) -> tuple[list[dict[str, Any]], list[dict
         from orchestrator.generation.templates import load_template
 
         assert req.seed is not None
+        for name in req.templates:
+            why = not_replayable(find_scenario(name))
+            if why:
+                raise OpsBenchError(f"template {name} cannot make a frozen corpus: its instances {why}")
         drawn = generate_into(req.templates, req.seed, req.count, scenarios_dir)
         models = {t: load_template(find_scenario(t)) for t in req.templates}
         instances = [{"id": i["id"], "template": i["template"], "draw": i["draw"],

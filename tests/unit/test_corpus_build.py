@@ -280,3 +280,11 @@ def test_a_corpus_snapshot_verifies_and_replays_against_its_instance_spec(tmp_pa
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(OpsBenchError, match="now at version 2"), open_snapshots([snap]):
         pass
+
+
+def test_a_template_whose_instances_cannot_be_frozen_is_refused(tmp_path: Path, fakes: Fakes) -> None:
+    from orchestrator.errors import OpsBenchError
+
+    with pytest.raises(OpsBenchError, match=r"shop-cart-down-mitigate cannot make a frozen corpus: .*mitigate"):
+        build(request(templates=("shop-cart-down", "shop-cart-down-mitigate")), tmp_path / "c", Progress())
+    assert fakes.recorded == []
