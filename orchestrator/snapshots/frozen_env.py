@@ -111,7 +111,9 @@ def deploy(snapshot: Path, run_dir: Path, *, scenario: str | None = None) -> dic
     """Verify `snapshot`, copy it into `run_dir`, start its frozen Prometheus, publish environment.json. On any
     failure nothing is left running. `scenario`: the id the run was created for (must match the snapshot's)."""
     run_dir = Path(run_dir).resolve()
-    info = fmt.verify(Path(snapshot).resolve())
+    from orchestrator.corpus.layout import specs_dir  # a built corpus's instances: their specs are beside
+
+    info = fmt.verify(Path(snapshot).resolve(), specs_dir=specs_dir(Path(snapshot)))
     if scenario is not None and scenario != info.scenario_id:
         raise fmt.SnapshotError(info.path, fmt.INDEX, f"a snapshot of scenario {info.scenario_id!r}, "
                                 f"not of {scenario!r}")
