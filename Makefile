@@ -136,8 +136,9 @@ dev-split:
 
 # The DevOps domain's upstream projects (docs/devops.md, 'Real projects'): each fetched through its registry at its
 # pinned version and verified into the state dir's cache, then built and tested offline, one at a time at the lowest
-# CPU priority (live: the registries, ~25 min for all on the 2-core machine). IDS='a b' for some; WHERE=workspace in
-# the workspace image; RECORD=1 keeps the passing projects' times in orchestrator/devops_projects/measured.json.
+# CPU priority (live: the registries; ~16 min from an empty cache on the 2-core machine). IDS='a b' for some;
+# WHERE=workspace in the workspace image; RECORD=1 keeps the passing projects' times in
+# orchestrator/devops_projects/measured.json.
 WHERE ?= host
 devops-projects:
 	$(BIN)/opsbench devops projects --fetch --check $(WHERE) $(if $(RECORD),--record) $(IDS)

@@ -14,7 +14,8 @@ def _figures(measured: dict[str, Any], where: str) -> str:
     m = measured.get(where)
     if not m:
         return "not measured"
-    return f"{m['build_s']} / {m['test_s']}"
+    load = f" (load {m['load']})" if "load" in m else ""
+    return f"{m['build_s']} / {m['test_s']}{load}"
 
 
 def render() -> str:
@@ -36,7 +37,8 @@ def render() -> str:
         "Times are seconds, `build / test` through the check contract (`make -s -f opsbench.mk build`, then "
         "`check`), offline, one project at a time at the lowest CPU priority on the shared 2-core machine "
         "(so they vary with its load): *host* with the host's toolchains, *workspace* in the DevOps workspace "
-        "image. *Tests* counts the test cases the report shows passed.",
+        "image; *load* is the machine's 1-minute load average when the tests ended, where it was recorded. *Tests* "
+        "counts the test cases the report shows passed (per place where the two differ).",
         "",
         "| Project | Language | Source (registry) | Licence | Tests | Host build / test | Workspace build / test "
         "| Measured |",
@@ -44,7 +46,9 @@ def render() -> str:
     ]
     for p in active:
         m = measured.get(p.id, {})
-        tests = next((str(m[w]["passed"]) for w in ("workspace", "host") if w in m), "?")
+        counts = {w: m[w]["passed"] for w in ("workspace", "host") if w in m}
+        tests = " / ".join(f"{n} ({w})" for w, n in counts.items()) if len(set(counts.values())) > 1 \
+            else str(next(iter(counts.values()), "?"))
         dates = sorted({str(v.get("date", "")) for v in m.values()})
         name = f"[{p.id}]({p.homepage})" if p.homepage else p.id
         lines.append(f"| {name} | {p.language} | `{p.source.coordinates}` ({REGISTRY_NAMES[p.source.registry]}) "

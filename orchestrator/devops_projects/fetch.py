@@ -317,6 +317,15 @@ def staging(parent: Path, name: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def ensure_contract(project: Project, tree: Path) -> None:
+    """The check contract's current Makefile in `tree`: ours, not fetched, so a change to it reaches trees fetched
+    before without fetching them again."""
+    source = CONTRACT_DIR / f"{project.language}.mk"
+    target = tree / CONTRACT_FILE
+    if not target.is_file() or target.read_bytes() != source.read_bytes():
+        shutil.copyfile(source, target)
+
+
 def fetch_record(project: Project) -> dict[str, object]:
     """What FETCHED holds: the pins the tree was verified against."""
     return {"id": project.id, "registry": project.source.registry, "coordinates": project.source.coordinates,
@@ -330,6 +339,7 @@ def fetch_project(project: Project, cache: Cache, *, clients: Mapping[str, Clien
     `prime` (the deps step: resolve the build's own dependencies while the network is there) runs on the staged
     tree before it is moved into place. Returns what was done and how long it took."""
     if cache.fetched(project):
+        ensure_contract(project, cache.tree(project))
         return {"fetched": True, "cached": True, "fetch_s": 0.0}
     started = time.monotonic()
     with staging(cache.src, project.id) as stage:
@@ -340,7 +350,7 @@ def fetch_project(project: Project, cache: Cache, *, clients: Mapping[str, Clien
         files = clients[project.source.registry](project, downloads, ctx)
         verify(project, files, ctx.go_sum)
         UNPACK[project.source.registry](project, files, tree)
-        shutil.copyfile(CONTRACT_DIR / f"{project.language}.mk", tree / CONTRACT_FILE)
+        ensure_contract(project, tree)
         if prime is not None:
             prime(project, tree, cache)
         (tree / FETCHED).write_text(json.dumps(fetch_record(project), indent=2, sort_keys=True) + "\n")
@@ -402,10 +412,11 @@ def read_fetched(tree: Path) -> dict[str, object]:
 
 
 def zip_bytes(entries: Mapping[str, bytes]) -> bytes:
-    """A zip of `entries` (name -> bytes): the tests' fake registries build module zips and jars with it."""
+    """A zip of `entries` (name -> bytes), the same bytes every time (fixed dates): the tests' fake registries
+    build module zips and jars with it and pin their checksums."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name, data in entries.items():
-            zf.writestr(name, data)
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
     return buf.getvalue()
 

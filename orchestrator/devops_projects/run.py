@@ -18,7 +18,15 @@ from typing import Any
 from orchestrator import paths
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects.check import REPORT_KIND, CheckResult, check_in_workspace, check_on_host
-from orchestrator.devops_projects.fetch import CONTRACT_FILE, Cache, StepFailed, fetch_project, fetch_wheels, prime_for
+from orchestrator.devops_projects.fetch import (
+    CONTRACT_FILE,
+    Cache,
+    StepFailed,
+    ensure_contract,
+    fetch_project,
+    fetch_wheels,
+    prime_for,
+)
 
 WHERE = ("host", "workspace")
 
@@ -108,6 +116,7 @@ def run_projects(ids: tuple[str, ...] = (), *, fetch: bool = True, check: str | 
             elif not cache.fetched(project):
                 raise StepFailed(project.id, "fetch", f"not fetched into {cache.root}: add --fetch")
             else:
+                ensure_contract(project, cache.tree(project))
                 report.fetched = report.cached = True
             if check:
                 say(f"{project.id}: build and test ({check})")
@@ -127,7 +136,8 @@ def record(reports: list[ProjectReport], where: str, path: Path = cat.MEASURED,
     for report in reports:
         if report.error or not report.check or not report.check.get("tests_passed"):
             continue
-        figures = {k: report.check[k] for k in ("build_s", "test_s", "passed", "failed", "toolchain")}
+        kept = ("build_s", "test_s", "passed", "failed", "toolchain", "load")
+        figures: dict[str, Any] = {k: report.check[k] for k in kept if k in report.check}
         if report.fetch_s is not None and not report.cached:
             figures["fetch_s"] = report.fetch_s
         elif "fetch_s" in data.get(report.id, {}).get(where, {}):

@@ -1,7 +1,7 @@
 """Live: real registries and real toolchains for the DevOps upstream projects, a sample small enough for `make test`
 (about a minute): the Go module proxy and PyPI serve the pinned versions with the pinned checksums, and one Python
 project builds and passes its own tests offline through the check contract. Every project is
-`make devops-projects` (not in `make test`: ~25 min)."""
+`make devops-projects` (not in `make test`: ~16 min from an empty cache)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_pinned_projects_fetch_verify_build_and_test_from_the_real_registries(tm
     catalogue = cat.load()
     for project in catalogue.select(["go-semver", "python-inflection"]):
         assert read_fetched(cache.tree(project))["sha256"] == {a.role: a.sha256 for a in project.source.artifacts}
-    assert (cache.tree(catalogue.select(["go-semver"])[0]) / "semver.go").is_file()
+    assert (cache.tree(catalogue.select(["go-semver"])[0]) / "version.go").is_file()
     assert sorted(p.name for p in cache.src.iterdir()) == ["go-semver", "python-inflection"]  # nothing staged left
 
     checked = run_projects(("python-inflection",), fetch=False, check="host", cache=cache)[0]

@@ -173,7 +173,9 @@ def test_a_go_module_is_fetched_verified_and_unpacked_with_the_contract(tmp_path
     assert (tree / "opsbench.mk").is_file() and cache.fetched(go_project())
     assert json.loads((tree / fetch.FETCHED).read_text())["h1"] == go_project().source.h1
     assert leftovers(cache) == ["go-tiny"]  # no staging folder left
+    (tree / "opsbench.mk").write_text("check:\n\techo an older contract\n")
     assert fetch_project(go_project(), cache, env=go_env(tmp_path))["cached"] is True
+    assert (tree / "opsbench.mk").read_bytes() == (fetch.CONTRACT_DIR / "go.mk").read_bytes()
 
 
 @needs_go
@@ -338,6 +340,16 @@ def test_failing_tests_before_any_change_fail_the_test_step(tmp_path: Path) -> N
     staged_tree(cache, p, "build:\n\ttrue\ncheck:\n\tprintf -- '--- PASS: TestA\\n--- FAIL: TestB\\n' "
                           "> test-report.txt\n")
     with pytest.raises(StepFailed, match=r"step test: 1 test\(s\) failed, 1 passed before any change"):
+        check_on_host(p, cache)
+
+
+def test_a_check_that_exits_non_zero_with_a_clean_partial_report_fails(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    p = limited_go_project()
+    staged_tree(cache, p, "build:\n\ttrue\ncheck:\n\tprintf -- '--- PASS: TestA\\n' > test-report.txt; "
+                          "echo 'Java heap space'; exit 1\n")
+    with pytest.raises(StepFailed, match=r"step test: `make check` exited 2 though its report counts 1 passed "
+                                         r"and no failure .*Java heap space"):
         check_on_host(p, cache)
 
 
