@@ -78,6 +78,12 @@ def card(root: Path) -> dict[str, Any]:
     return out
 
 
+def agent_label(command: str) -> str:
+    """`python -m orchestrator.agents.heuristic` as `orchestrator.agents.heuristic`; any other command as given."""
+    words = command.split()
+    return words[words.index("-m") + 1] if "-m" in words[:-1] else command
+
+
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
 
@@ -115,8 +121,8 @@ def render(cards: list[dict[str, Any]]) -> str:
                   f"{med['cleanup']}, in all {med['total']}.", ""]
         yields = c.get("yields") or {}
         if yields:
-            lines += _table(["Template", "Drawn", "Verified", "Dropped", "Yield"],
-                            [[t, str(y["drawn"]), str(y["verified"]), str(y["dropped"]),
+            lines += _table(["Template", "Drawn", "Verified", "Dropped", "Not recorded yet", "Yield"],
+                            [[t, str(y["drawn"]), str(y["verified"]), str(y["dropped"]), str(y.get("pending", 0)),
                               "-" if y["yield"] is None else f"{y['yield']:.0%}"] for t, y in sorted(yields.items())])
             lines += [""]
             reasons = [r for y in yields.values() for r in y.get("reasons", [])]
@@ -127,7 +133,8 @@ def render(cards: list[dict[str, Any]]) -> str:
             lines += [f"Leak check: {leak['files']} agent-facing file(s) searched for {leak['needles']} string(s) "
                       f"(template ids, fault names and roles, mechanisms, the seed): "
                       f"{len(leak['leaks'])} found.", ""]
-    agents = ", ".join((c.get("verification") or {}).get("baseline_agents") or []) or "the baseline agents"
+    agents = ", ".join(agent_label(a) for a in (c.get("verification") or {}).get("baseline_agents") or []) \
+        or "the baseline agents"
     lines += ["## Difficulty", "",
               f"pass@1 of {agents} in replay, per level (the mean over instances of each one's share of passing "
               "replays; `-`: no instance of that level):", ""]
