@@ -23,8 +23,8 @@ from orchestrator.spec import spec_files
 
 
 def _fixed_single_fault() -> list[str]:
-    """SRE scenarios of the local shop with one fault whose role has an effect model (CUJ scenarios aside: their
-    ground truth is about a journey's steps)."""
+    """SRE scenarios of the local shop with one fault whose role has a root-cause effect model (CUJ scenarios
+    aside: their ground truth is about a journey's steps; the distractor's control scenario aside: it has no cause)."""
     out = []
     for f in spec_files():
         data = yaml.safe_load(f.read_text())
@@ -32,7 +32,8 @@ def _fixed_single_fault() -> list[str]:
         faults = data.get("faults") or []
         if (data["metadata"].get("domain") == "SRE" and env.get("application") == "shop"
                 and env.get("backend", "local") == "local" and "-cuj-" not in data["metadata"]["id"]
-                and len(faults) == 1 and has_effect_model(faults[0]["role"])):
+                and len(faults) == 1 and has_effect_model(faults[0]["role"])
+                and not is_benign(faults[0]["role"])):  # a distractor's model derives no ground truth to compare
             out.append(data["metadata"]["id"])
     return sorted(out)
 
