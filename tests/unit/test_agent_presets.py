@@ -266,3 +266,13 @@ def test_the_leaderboard_shows_turns_tokens_and_cost_when_counted() -> None:
     assert "5.0    6000/160       0.0087" in text.splitlines()[1]
     assert text.splitlines()[2].rstrip().endswith("—      —              —")
     assert "TURNS" not in results.render_leaderboard([plain])  # no counted agent: Table 4's columns only
+
+
+def test_claude_codes_answer_is_its_last_result_event(tmp_path: Path) -> None:
+    from orchestrator.agents.presets import claude_code
+
+    transcript = tmp_path / "cli.jsonl"
+    transcript.write_text('not json\n[1, 2]\n{"type": "result", "result": "first"}\n'
+                          '{"type": "assistant"}\n{"type": "result", "result": "last"}\n')
+    assert claude_code.final_text(transcript) == "last"
+    assert claude_code.final_text(tmp_path / "missing.jsonl") == ""

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from orchestrator.agents.presets.prompt import MCP_SERVER
-from orchestrator.agents.presets.runtime import Context, Launch
+from orchestrator.agents.presets.runtime import Context, Launch, stream_events
 
 
 def launch(ctx: Context) -> Launch:
@@ -43,11 +42,7 @@ def launch(ctx: Context) -> Launch:
 def final_text(transcript: Path) -> str:
     """The CLI's last answer (the ``result`` event of its stream), to find an answer it printed instead."""
     text = ""
-    for line in transcript.read_text(errors="replace").splitlines() if transcript.is_file() else []:
-        try:
-            event: Any = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("type") == "result" and isinstance(event.get("result"), str):
+    for event in stream_events(transcript):
+        if event.get("type") == "result" and isinstance(event.get("result"), str):
             text = event["result"]
     return text

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agents.presets.prompt import MCP_SERVER
-from orchestrator.agents.presets.runtime import Context, Launch
+from orchestrator.agents.presets.runtime import Context, Launch, stream_events
 
 
 def settings(ctx: Context) -> dict[str, Any]:
@@ -46,13 +46,7 @@ def launch(ctx: Context) -> Launch:
 def final_text(transcript: Path) -> str:
     """The assistant's text after its last tool call (the stream's ``message`` events, concatenated)."""
     text = ""
-    for line in transcript.read_text(errors="replace").splitlines() if transcript.is_file() else []:
-        try:
-            event: Any = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
+    for event in stream_events(transcript):
         if event.get("type") == "tool_use":
             text = ""
         elif event.get("type") == "message" and event.get("role") == "assistant" \

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agents.presets.prompt import MCP_SERVER
-from orchestrator.agents.presets.runtime import Context, Launch
+from orchestrator.agents.presets.runtime import Context, Launch, stream_events
 
 PROVIDER = "opsbench"
 
@@ -57,13 +57,7 @@ def launch(ctx: Context) -> Launch:
 def final_text(transcript: Path) -> str:
     """The text parts after the CLI's last tool call (its ``--format json`` events)."""
     text = ""
-    for line in transcript.read_text(errors="replace").splitlines() if transcript.is_file() else []:
-        try:
-            event: Any = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
+    for event in stream_events(transcript):
         part: dict[str, Any] = event["part"] if isinstance(event.get("part"), dict) else {}
         if event.get("type") == "tool_use":
             text = ""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -28,3 +31,14 @@ class Launch:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     last: Path | None = None
+
+
+def stream_events(transcript: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a CLI's event stream (one per line), skipping what is not one; none without a file."""
+    for line in transcript.read_text(errors="replace").splitlines() if transcript.is_file() else []:
+        try:
+            event: Any = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
