@@ -8,7 +8,9 @@ to the real callee and misbehaves on the way. One listen port per callee address
     fault_proxy.py --map 9000=10.89.0.7:8080 --map 9001=10.89.0.8:8080 --mode delay --delay-ms 800
 
 Modes (the shop speaks HTTP/1.1 with one request per connection, so a connection is a request):
-  delay   wait delay-ms (+/- jitter-ms) before forwarding each request
+  delay   wait delay-ms (+/- jitter-ms) before forwarding each request; with --burst-s, only during the first
+          burst-s seconds after the proxy started (one burst), or of every --burst-every seconds (bursts that
+          come and go: an alert that flaps); between bursts requests pass untouched
   abort   answer probability p of requests itself with --status (default 503), never forwarding
   tamper  forward, then corrupt the response body of probability p of requests (same length)
   edge    on requests whose path matches --path-re (and --method, when given) only, one --action:
@@ -26,6 +28,7 @@ import random
 import re
 import signal
 import sys
+import time
 
 HEADER_LIMIT = 64 * 1024
 
@@ -89,6 +92,17 @@ def rewrite(response, args):
     return b"\r\n".join(lines) + sep + body
 
 
+def in_burst(args, now=None):
+    """Whether delay mode delays now: always without --burst-s; else during the first burst-s seconds after the
+    start, or of every burst-every seconds when that is given."""
+    if args.burst_s <= 0:
+        return True
+    elapsed = (time.monotonic() if now is None else now) - args.started
+    if args.burst_every > 0:
+        elapsed %= args.burst_every
+    return elapsed < args.burst_s
+
+
 async def handle(reader, writer, upstream, args, rng):
     try:
         try:
@@ -108,7 +122,7 @@ async def handle(reader, writer, upstream, args, rng):
             return
         if edge and args.action == "delay":
             await asyncio.sleep(args.delay_ms / 1000)
-        if args.mode == "delay":
+        if args.mode == "delay" and in_burst(args):
             jitter = rng.uniform(-args.jitter_ms, args.jitter_ms)
             await asyncio.sleep(max(0.0, args.delay_ms + jitter) / 1000)
         host, port = upstream
@@ -150,7 +164,10 @@ async def main(argv):
     parser.add_argument("--probability", type=float, default=1.0)
     parser.add_argument("--status", type=int, default=503)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--burst-s", type=float, default=0, help="delay mode: delay only in bursts this long")
+    parser.add_argument("--burst-every", type=float, default=0, help="delay mode: a burst starts this often (s)")
     args = parser.parse_args(argv)
+    args.started = time.monotonic()
     rng = random.Random(args.seed)
     servers = []
     for item in args.map:
