@@ -88,7 +88,8 @@ def _verify_chunk(chunk: list[Scenario], repeats: int, progress: Progress, inter
                     steps = res["results"]
                     trial = Trial(
                         scn.id, repeat, res["outcome"], res["reason"],
-                        check_wait(steps["manifestation"]) if scn.faults and "manifestation" in steps else None,
+                        check_wait(steps["manifestation"])
+                        if scn.faults and scn.checks("manifestation") and "manifestation" in steps else None,
                         check_wait(steps["recovery"]) if "recovery" in steps else None,
                         list(res["leftovers"]), run.id)
                 mine.append(trial)
