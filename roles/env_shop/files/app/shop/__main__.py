@@ -8,7 +8,7 @@ import sys
 from .flags import Flags
 from .services import SERVICE_NAMES, builder
 from .telemetry import from_env
-from .web import App
+from .web import App, RateLimiter
 
 
 def main() -> int:
@@ -20,6 +20,11 @@ def main() -> int:
     port = int(os.environ.get("SHOP_PORT") or 8080)
     telemetry = from_env(service)
     app = App(service, telemetry)
+    try:
+        app.rate_limiter = RateLimiter.from_env(os.environ)
+    except ValueError as exc:
+        print(f"invalid rate limit: {exc}", file=sys.stderr)
+        return 2
     app.flags = Flags(os.environ.get("FLAGS_FILE"), on_change=app.on_flag_change, on_error=app.on_flag_error)
     builder(service)(app, os.environ)
     try:

@@ -101,7 +101,8 @@ class Upstream:
         return self.rng.choice(self.addresses())
 
     def call(self, method: str, path: str, *, route: str | None = None, json_body: object = None,
-             query: dict[str, Any] | None = None, timeout: float | None = None) -> CallResult:
+             query: dict[str, Any] | None = None, timeout: float | None = None,
+             headers: dict[str, str] | None = None) -> CallResult:
         """One traced, measured HTTP call; never raises for transport or HTTP errors."""
         method = method.upper()
         route = route or path
@@ -119,15 +120,15 @@ class Upstream:
                 address = f"{ip}:{port}"
                 span.set_attribute("server.address", ip)
                 span.set_attribute("server.port", port)
-                headers = {"Accept": "application/json", "Host": f"{self.host}:{self.port}"}
-                PROPAGATOR.inject(headers)
+                sent = {**(headers or {}), "Accept": "application/json", "Host": f"{self.host}:{self.port}"}
+                PROPAGATOR.inject(sent)
                 body = None
                 if json_body is not None:
                     body = json.dumps(json_body).encode()
-                    headers["Content-Type"] = "application/json"
+                    sent["Content-Type"] = "application/json"
                 conn = http.client.HTTPConnection(ip, port, timeout=timeout)
                 try:
-                    conn.request(method, target, body=body, headers=headers)
+                    conn.request(method, target, body=body, headers=sent)
                     resp = conn.getresponse()
                     raw = resp.read()
                     status = resp.status
@@ -161,13 +162,15 @@ class Upstream:
         return result
 
     def request(self, method: str, path: str, *, route: str | None = None, json_body: object = None,
-                query: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+                query: dict[str, Any] | None = None, timeout: float | None = None,
+                headers: dict[str, str] | None = None) -> Any:
         """Call and return the parsed JSON body; raise :class:`UpstreamError` on any failure.
 
         Upstream 4xx keeps its status (the caller's request was bad), upstream 5xx becomes 502,
         a timeout 504, a connection or resolution failure 503.
         """
-        result = self.call(method, path, route=route, json_body=json_body, query=query, timeout=timeout)
+        result = self.call(method, path, route=route, json_body=json_body, query=query, timeout=timeout,
+                           headers=headers)
         if result.status is None:
             raise UpstreamError(504 if result.timed_out else 503, f"{self.peer}: {result.error}", self.peer)
         if result.status >= 500:
@@ -181,8 +184,9 @@ class Upstream:
             timeout: float | None = None) -> Any:
         return self.request("GET", path, route=route, query=query, timeout=timeout)
 
-    def post(self, path: str, body: object, *, route: str | None = None, timeout: float | None = None) -> Any:
-        return self.request("POST", path, route=route, json_body=body, timeout=timeout)
+    def post(self, path: str, body: object, *, route: str | None = None, timeout: float | None = None,
+             headers: dict[str, str] | None = None) -> Any:
+        return self.request("POST", path, route=route, json_body=body, timeout=timeout, headers=headers)
 
     def delete(self, path: str, *, route: str | None = None, timeout: float | None = None) -> Any:
         return self.request("DELETE", path, route=route, timeout=timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import signal
 import threading
@@ -30,6 +31,50 @@ UNMATCHED_ROUTE = "unmatched"
 QUIET_ROUTES = frozenset({"/healthz", "/metrics"})  # no spans, no per-request log lines
 
 
+class RateLimiter:
+    """A token bucket: ``rate`` requests per second on average, bursts of up to ``burst``; thread-safe.
+
+    Configured per process from SHOP_RATE_LIMIT_RPS (unset, empty or 0: no limit) and SHOP_RATE_LIMIT_BURST
+    (default: the rate, at least 1), like a sidecar's local rate limit: every replica limits on its own.
+    """
+
+    def __init__(self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        if not rate > 0 or math.isinf(rate):
+            raise ValueError(f"rate must be a positive finite number of requests per second, got {rate!r}")
+        self.rate = float(rate)
+        self.burst = max(1.0, float(burst) if burst is not None and burst > 0 else self.rate)
+        self.clock = clock
+        self.tokens = self.burst
+        self.updated = clock()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RateLimiter | None:
+        """The limiter SHOP_RATE_LIMIT_RPS / SHOP_RATE_LIMIT_BURST describe, None when unlimited."""
+        raw = (env.get("SHOP_RATE_LIMIT_RPS") or "").strip()
+        if not raw:
+            return None
+        try:
+            rate = float(raw)
+            burst_raw = (env.get("SHOP_RATE_LIMIT_BURST") or "").strip()
+            burst = float(burst_raw) if burst_raw else None
+        except ValueError:
+            raise ValueError(f"SHOP_RATE_LIMIT_RPS and SHOP_RATE_LIMIT_BURST must be numbers, got {raw!r}, "
+                             f"{env.get('SHOP_RATE_LIMIT_BURST')!r}") from None
+        return None if rate == 0 else cls(rate, burst)
+
+    def acquire(self) -> float:
+        """Take one token: 0.0 when the request may pass, else the seconds until a token is free."""
+        with self._lock:
+            now = self.clock()
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+            self.updated = now
+            if self.tokens >= 1.0:
+                self.tokens -= 1.0
+                return 0.0
+            return (1.0 - self.tokens) / self.rate
+
+
 class HTTPError(Exception):
     """Raise from a handler to answer with a JSON error body."""
 
@@ -37,6 +82,15 @@ class HTTPError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class RateLimited(HTTPError):
+    """429 from the service's own rate limiter; ``retry_after`` seconds until a request may pass."""
+
+    def __init__(self, service: str, limiter: RateLimiter, retry_after: float) -> None:
+        super().__init__(429, f"rate limit exceeded: {service} accepts {limiter.rate:g} requests/s "
+                              f"(burst {limiter.burst:g}) per instance")
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -145,6 +199,7 @@ class App:
         self.flags = flags if flags is not None else Flags(None)
         self.router = Router()
         self.readiness: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
+        self.rate_limiter: RateLimiter | None = None  # every route but /healthz and /metrics
         self.shutdown_hooks: list[Callable[[], None]] = []
         self.stopping = threading.Event()
         self.server: ThreadingHTTPServer | None = None
@@ -202,11 +257,17 @@ class App:
                     raise HTTPError(405 if label != UNMATCHED_ROUTE else 404,
                                     f"{'method not allowed' if label != UNMATCHED_ROUTE else 'not found'}: "
                                     f"{method} {path}")
+                if self.rate_limiter is not None and not quiet:
+                    wait = self.rate_limiter.acquire()
+                    if wait > 0:
+                        raise RateLimited(self.service, self.rate_limiter, wait)
                 result = route.handler(req)
                 resp = result if isinstance(result, Response) else Response.json(result)
             except HTTPError as exc:
                 resp = Response.json({"error": exc.message, "service": self.service}, exc.status)
                 resp.error = exc.message
+                if isinstance(exc, RateLimited):
+                    resp.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
             except UpstreamError as exc:
                 resp = Response.json({"error": exc.message, "service": self.service}, exc.status)
                 resp.error = exc.message
@@ -301,7 +362,13 @@ class App:
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
         thread.start()
-        self.log.info(f"{self.service} listening on {host}:{port}", **{"server.port": port})
+        attrs: dict[str, Any] = {"server.port": port}
+        if self.rate_limiter is not None:
+            attrs["rate_limit.rps"] = self.rate_limiter.rate
+            attrs["rate_limit.burst"] = self.rate_limiter.burst
+        self.log.info(f"{self.service} listening on {host}:{port}"
+                      + (f", rate limit {self.rate_limiter.rate:g}/s (burst {self.rate_limiter.burst:g})"
+                         if self.rate_limiter is not None else ""), **attrs)
         self.stopping.wait()
         self.log.info(f"{self.service} shutting down")
         server.shutdown()

@@ -3,6 +3,10 @@
 Pooled connections are recycled after PG_CONN_MAX_AGE seconds (default 20, 0 = never), so a database that
 stops accepting connections (slots exhausted, credential revoked) shows up as 503s within about that time.
 
+CATALOG_SCHEMA (default 1) is the table layout this release reads: 2 also reads ``products.stock``, the column
+release 2 expects from its migration (not applied by the deploy: the seed creates layout 1). A replica started with
+layout 2 against a database without the column answers 500 on every product read; its /healthz stays 200.
+
 Flags: productCatalogFailure (500 for one product id: the variant string, else OLJCESPC7Z),
 catalogSlowResponse / imageSlowLoad (added latency: the variant in ms, default 1500).
 """
@@ -29,6 +33,7 @@ SLOW_DEFAULT_MS = 1500.0
 SEED_LOCK_ID = 7243001
 CONN_MAX_AGE_DEFAULT = 20.0
 COLUMNS = "id, name, description, picture, price_usd, categories"
+SCHEMA_COLUMNS = {"1": COLUMNS, "2": COLUMNS + ", stock"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS products (
@@ -51,9 +56,13 @@ class TimedConnection(Connection):
 
 
 def row_to_product(row: Sequence[Any]) -> dict[str, Any]:
-    pid, name, description, picture, price, categories = row
-    return {"id": pid, "name": name, "description": description, "picture": picture,
-            "price_usd": float(price) if isinstance(price, Decimal) else price, "categories": list(categories or [])}
+    pid, name, description, picture, price, categories = row[:6]
+    product = {"id": pid, "name": name, "description": description, "picture": picture,
+               "price_usd": float(price) if isinstance(price, Decimal) else price,
+               "categories": list(categories or [])}
+    if len(row) > 6:
+        product["stock"] = row[6]
+    return product
 
 
 class CatalogStore:
@@ -172,6 +181,10 @@ def build(app: App, env: Mapping[str, str]) -> None:
                          max_age=max(0.0, float(env.get("PG_CONN_MAX_AGE") or CONN_MAX_AGE_DEFAULT)))
     threading.Thread(target=store.init_loop, args=(app.stopping,), name="catalog-init", daemon=True).start()
     app.readiness = store.health
+    schema = (env.get("CATALOG_SCHEMA") or "1").strip()
+    if schema not in SCHEMA_COLUMNS:
+        raise ValueError(f"CATALOG_SCHEMA must be one of {', '.join(SCHEMA_COLUMNS)}, got {schema!r}")
+    columns = SCHEMA_COLUMNS[schema]
     app.shutdown_hooks.append(store.close)
     flags = app.flags
 
@@ -184,7 +197,7 @@ def build(app: App, env: Mapping[str, str]) -> None:
     @app.route("GET", "/products")
     def list_products(req: Request) -> dict[str, Any]:
         slow_down()
-        rows = store.query(f"SELECT {COLUMNS} FROM products ORDER BY id")
+        rows = store.query(f"SELECT {columns} FROM products ORDER BY id")
         return {"products": [row_to_product(r) for r in rows]}
 
     @app.route("GET", "/products/{id}")
@@ -194,7 +207,7 @@ def build(app: App, env: Mapping[str, str]) -> None:
         failing = flags.text("productCatalogFailure", FAILING_PRODUCT_DEFAULT)
         if failing is not None and product_id == failing:
             raise HTTPError(500, f"internal error loading product {product_id}")
-        rows = store.query(f"SELECT {COLUMNS} FROM products WHERE id = %s", (product_id,))
+        rows = store.query(f"SELECT {columns} FROM products WHERE id = %s", (product_id,))
         if not rows:
             raise HTTPError(404, f"product not found: {product_id}")
         return row_to_product(rows[0])
@@ -206,6 +219,6 @@ def build(app: App, env: Mapping[str, str]) -> None:
         if len(q) > 100:
             raise HTTPError(400, "query too long")
         pattern = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = store.query(f"SELECT {COLUMNS} FROM products WHERE name ILIKE %s OR description ILIKE %s "
+        rows = store.query(f"SELECT {columns} FROM products WHERE name ILIKE %s OR description ILIKE %s "
                            "OR %s = ANY(categories) ORDER BY id", (pattern, pattern, q.lower()))
         return {"query": q, "products": [row_to_product(r) for r in rows]}

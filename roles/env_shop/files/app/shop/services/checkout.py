@@ -1,13 +1,16 @@
 """checkout: POST /checkout {user, currency, address, email[, card]} places an order.
 
 Steps: get the cart, price each item via catalog and convert it via currency, quote shipping,
-charge via payment, ship, empty the cart, send the confirmation via email (an email failure is
-logged, not fatal). Flag paymentServiceUnreachable: charge through a bad payment address
-(PAYMENT_UNREACHABLE_ADDR, default the payment host on port 1, which refuses connections).
+charge via payment (with ``X-Request-Time``, checkout's clock: payment refuses a time outside its window, and
+checkout answers such a refusal, 401 or 403, with 502: the shop's fault, not the customer's), ship, empty the
+cart, send the confirmation via email (an email failure is logged, not fatal). Flag paymentServiceUnreachable:
+charge through a bad payment address (PAYMENT_UNREACHABLE_ADDR, default the payment host on port 1,
+which refuses connections).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from decimal import Decimal
@@ -69,7 +72,13 @@ def build(app: App, env: Mapping[str, str]) -> None:
         total = subtotal + shipping_cost
 
         payer: Upstream = bad_payment if flags.enabled("paymentServiceUnreachable") else payment
-        charge = payer.post("/charge", {"amount": float(total), "currency": currency, "card": card}, route="/charge")
+        try:
+            charge = payer.post("/charge", {"amount": float(total), "currency": currency, "card": card},
+                                route="/charge", headers={"X-Request-Time": f"{time.time():.3f}"})
+        except UpstreamError as exc:
+            if exc.status in (401, 403):
+                raise HTTPError(502, f"payment refused checkout's request: {exc.message}") from None
+            raise
         shipment = shipping.post("/ship", {"address": address, "items": ship_items}, route="/ship")
         cart.delete(f"/cart/{user_path}", route="/cart/{user}")
 
