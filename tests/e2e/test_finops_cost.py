@@ -1,7 +1,8 @@
 """FinOps cost incidents end to end (`make scenario NAME=...`): the shop with its cost model, budgets and autoscaler
 (environment shop_finops), a fault, CostOverBudget firing, the baseline FinOps agent acting through the gateway,
 and diagnosis, mitigation and the E.4.2 proximity scored from the environment's state. Each run deploys and tears
-down its own shop (about 4-6 minutes each on the 2-core development machine)."""
+down its own shop (about 3-5 minutes each on the 2-core development machine), so `make test` runs one scenario of
+the class (the misconfigured autoscaler) and `make reliability` the other (the stale budget) as well."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def test_misconfigured_autoscaler_is_found_and_fixed(home: Path) -> None:
     assert cost["proximity_cpu_hourly_usd"] > 0.9 and cost["proximity_memory_hourly_usd"] > 0.9, cost
 
 
+@pytest.mark.reliability
 def test_stale_budget_is_updated_not_starved(home: Path) -> None:
     result = run(home, "finops-cost-stale-budget")
     ev = result["evaluations"]
