@@ -110,17 +110,30 @@ def _leaderboard(board: list[dict[str, Any]], k: int) -> str:
     chart = charts.hbars("leaderboard", f"{_k(k)} per agent", [r["agent"] for r in board], [_k(k)],
                          {(r["agent"], _k(k)): (r["pass_at_k"], r["pass_at_k_se"]) for r in board},
                          kind="percent", max_value=1.0, caption=f"{_k(k)} (mean ± standard error)")
+    counted = any(r.get("model_calls") is not None for r in board)  # a preset's model calls: ITBench-AA's columns
     table = _table(
         ["Agent", "Scenarios", "Trials", f"{_k(k)} (%)", "FL (NTAM)", "FPC (NTAM)", "No submission (%)",
-         "Malformed (%)", "MTTD (s)", "MTTR (s)", "Excluded runs"],
+         "Malformed (%)", "MTTD (s)", "MTTR (s)", "Excluded runs",
+         *(["Turns per trial", "Tokens in/out per trial", "Cost per trial ($)"] if counted else [])],
         [[r["agent"], r["scenarios"], r["trials"], pm(r["pass_at_k"], r["pass_at_k_se"], 100),
           pm(r["ntam_fl"], r["ntam_fl_se"]), pm(r["ntam_fpc"], r["ntam_fpc_se"]), _rate(r["no_submission_rate"]),
           _rate(r["malformed_rate"]), pm(r["mttd"], r["mttd_se"], digits=1), pm(r["mttr"], r["mttr_se"], digits=1),
-          r["excluded"]] for r in board])
+          r["excluded"], *(_usage(r) if counted else [])] for r in board])
     return _section("leaderboard", "Leaderboard", "One row per agent over every domain (ITBench Table 4): a trial "
                     "passes on its scenario's deciding score (fl_pass, mitigation_pass, finops_pass, ciso_pass, "
                     "workspace_pass). MTTD is over correct trials, MTTR over passing mitigations; excluded runs "
-                    "(errors, interruptions, faults that did not manifest) are not trials.", chart, table)
+                    "(errors, interruptions, faults that did not manifest) are not trials."
+                    + (" Turns, tokens and cost (ITBench-AA): means per trial of the model calls the recording proxy "
+                       "counted (agent presets); — for an agent whose calls were not counted, or a model without a "
+                       "price." if counted else ""), chart, table)
+
+
+def _usage(r: dict[str, Any]) -> list[str]:
+    """Turns, tokens in/out and dollars per trial of a leaderboard row (— when the proxy counted nothing)."""
+    if r.get("model_calls") is None:
+        return ["—", "—", "—"]
+    return [f"{r['model_calls']:.1f}", f"{r.get('input_tokens') or 0:,.0f} / {r.get('output_tokens') or 0:,.0f}",
+            "—" if r.get("cost_usd") is None else f"{r['cost_usd']:.4f}"]
 
 
 def _by_domain(trials: list[Trial], k: int, agents: list[str], colors: dict[str, str]) -> str:
@@ -359,6 +372,27 @@ def _domain(spec: Domain, trials: list[Trial], agents: list[str], colors: dict[s
                     table + details)
 
 
+def _runs(trials: list[Trial], pages: dict[str, str]) -> str:
+    """One row per trial with a page of its own (run_page): its outcome, turns, tokens and cost, and the link."""
+    rows = []
+    for t in sorted((t for t in trials if t.run_id in pages), key=lambda t: t.created):
+        calls = t.extra.get("model_calls")
+        cost = t.extra.get("cost_usd")
+        rows.append("<tr>" + "".join(_cell("td", i < 4, v) for i, v in enumerate([
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(t.created)), t.scenario, t.agent, t.outcome,
+            "—" if calls is None else f"{calls:.0f}",
+            "—" if calls is None else
+            f"{t.extra.get('input_tokens') or 0:,.0f} / {t.extra.get('output_tokens') or 0:,.0f}",
+            "—" if cost is None else f"{cost:.4f}"]))
+            + f'<td class="l"><a href="{escape(pages[t.run_id])}">{escape(t.run_id)}</a></td></tr>')
+    head = "".join(_cell("th", i < 4 or i == 7, h) for i, h in enumerate(
+        ["Started", "Scenario", "Agent", "Outcome", "Turns", "Tokens in/out", "Cost ($)", "Run page"]))
+    table = (f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+    return (f'<section id="runs"><h2>Runs</h2><p class="note">One page per run: the timeline of its model turns and '
+            f"tool calls (tokens, cost and latency per call), its answer beside the ground truth and each score with "
+            f"its reason. {len(rows)} run(s).</p>{table}</section>")
+
+
 # -- the page ------------------------------------------------------------------------------------
 EMPTY_COMMANDS = (
     ("opsbench list", "the scenarios, with their domain (SRE, CISO, FinOps, DevOps)"),
@@ -393,7 +427,7 @@ def _empty(harness_left_out: int, filters: Sequence[str]) -> str:
 
 TITLES = {"leaderboard": "Leaderboard", "domains": "Per domain", "pass-rate": "Per scenario",
           "complexity": "Complexity", "ntam": "SRE: NTAM", "agent-time": "SRE: time", "traces": "SRE: traces",
-          "cuj": "CUJ", "ciso": "CISO", "finops": "FinOps", "devops": "DevOps"}
+          "cuj": "CUJ", "ciso": "CISO", "finops": "FinOps", "devops": "DevOps", "runs": "Runs"}
 
 
 def _sections(trials: list[Trial], k: int) -> list[tuple[str, str]]:
@@ -427,9 +461,10 @@ def _sections(trials: list[Trial], k: int) -> list[tuple[str, str]]:
 
 
 def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", harness_left_out: int = 0,
-           filters: Sequence[str] = ()) -> str:
+           filters: Sequence[str] = (), pages: dict[str, str] | None = None) -> str:
     """The whole report as one HTML document; `harness_left_out`: the harness's own runs not shown (results.load);
-    `filters`: the selection the trials come from, as options (``--agent X``), named when it selects nothing."""
+    `filters`: the selection the trials come from, as options (``--agent X``), named when it selects nothing;
+    `pages`: run id -> the address of its run page (``write_run_pages``), listed in a Runs section."""
     counted = sum(t.counted for t in trials)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     head = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
@@ -439,6 +474,8 @@ def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", har
         return (head + f'<p class="note">Generated {escape(generated)}: no runs.</p>'
                 + _empty(harness_left_out, filters) + "</body></html>\n")
     sections = _sections(trials, k)
+    if pages:
+        sections.append(("runs", _runs(trials, pages)))
     per_domain = {d: sum(domain(t) == d for t in trials) for d in sorted({domain(t) for t in trials},
                                                                           key=_domain_order)}
     nav = " ".join(f'<a href="#{sid}">{escape(TITLES.get(sid, sid))}</a>' for sid, _ in sections)
@@ -455,7 +492,32 @@ def render(trials: list[Trial], k: int = 1, title: str = "OpsBench results", har
             + f"<nav>{nav}</nav>" + "".join(html for _, html in sections) + "</body></html>\n")
 
 
-def write(out: Path, trials: list[Trial], k: int = 1, harness_left_out: int = 0, filters: Sequence[str] = ()) -> Path:
+def write(out: Path, trials: list[Trial], k: int = 1, harness_left_out: int = 0, filters: Sequence[str] = (),
+          run_pages: bool = False) -> Path:
+    """The report at `out`; `run_pages`: with a page per run in the folder ``<out's stem>-runs/`` beside it."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(trials, k, harness_left_out=harness_left_out, filters=filters))
+    pages = write_run_pages(trials, out.parent / f"{out.stem}-runs", back=f"../{out.name}") if run_pages else None
+    out.write_text(render(trials, k, harness_left_out=harness_left_out, filters=filters,
+                          pages={r: f"{out.stem}-runs/{p}" for r, p in pages.items()} if pages else None))
     return out
+
+
+def write_run_pages(trials: Sequence[Trial], folder: Path, back: str | None = None) -> dict[str, str]:
+    """`folder`/<run id>.html for each trial whose records are on this machine (run_page); run id -> file name.
+    A run whose directory is gone (removed by hand) gets no page."""
+    from orchestrator import run_page, store
+    from orchestrator.atif import AtifError
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pages: dict[str, str] = {}
+    for t in trials:
+        row = store.get_run(t.run_id)
+        run_dir = Path(str(row["run_dir"])) if row and row.get("run_dir") else None
+        if run_dir is None or not (run_dir / "run.json").is_file():
+            continue
+        try:
+            run_page.write(run_dir, folder / f"{t.run_id}.html", back)
+        except AtifError:
+            continue
+        pages[t.run_id] = f"{t.run_id}.html"
+    return pages

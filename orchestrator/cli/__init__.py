@@ -2,7 +2,7 @@
 
 One module per command group, each command a thin shell over a library function:
 `run` (run, runs, show, cleanup, topology), `scenarios` (list, validate, docs), `harness` (campaign, bench,
-verify-scenarios), `results` (results, leaderboard, report, score), `scaffold` (new fault, new scenario),
+verify-scenarios), `results` (results, leaderboard, report, score, export), `scaffold` (new fault, new scenario),
 `awx` (awx export), `generate` (generate), `corpus` (corpus build, card),
 `snapshots` (snapshot record, export, import, verify, list), `replay`
 (replay), `agents` (agents: the presets), `devops` (devops projects: the upstream projects). Libraries are

@@ -99,7 +99,12 @@ def leaderboard(k: int, as_json: bool, csv_file: Path | None, include_harness: b
 @click.option("--since", type=DATE, help="Only runs started at or after DATE.")
 @click.option("--include-harness", is_flag=True,
               help="Also count the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
-def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any, include_harness: bool) -> None:
+@click.option("--run-pages", is_flag=True,
+              help="Also write a page per run in the folder <OUT's name>-runs/ beside it (timeline of model turns and "
+                   "tool calls with tokens, cost and latency; answer beside ground truth; scores), linked from a Runs "
+                   "section.")
+def report(out: Path, k: int, agent: str | None, scenario: str | None, since: Any, include_harness: bool,
+           run_pages: bool) -> None:
     """Write a self-contained static HTML report (inline SVG charts, no scripts, no network)."""
     from orchestrator import report as rep
     from orchestrator import results as res
@@ -108,10 +113,11 @@ def report(out: Path, k: int, agent: str | None, scenario: str | None, since: An
     try:
         filters = [f"--{name} {value}" for name, value in (("agent", agent), ("scenario", scenario), ("since", since))
                    if value is not None]
-        rep.write(writable(out, "--out"), loaded.trials, k, loaded.harness_left_out, filters)
+        rep.write(writable(out, "--out"), loaded.trials, k, loaded.harness_left_out, filters, run_pages=run_pages)
     except OSError as exc:
         raise click.BadParameter(f"cannot write {out}: {exc.strerror}", param_hint="--out") from exc
-    click.echo(f"wrote {out} ({len(loaded.trials)} run(s))")
+    pages = f" and a page per run in {out.parent / (out.stem + '-runs')}/" if run_pages and loaded.trials else ""
+    click.echo(f"wrote {out} ({len(loaded.trials)} run(s)){pages}")
     if loaded.harness_left_out:
         click.echo(loaded.left_out_note())
 
@@ -147,4 +153,33 @@ def score(gt_path: Path, output_path: Path, topo_path: Path | None, traj_path: P
         click.echo(render_scores({k: v for k, v in result.items() if k != "warnings"}))
 
 
-COMMANDS = (results, leaderboard, report, score)
+@click.command()
+@click.argument("run_ids", nargs=-1)
+@click.option("--out", required=True, type=click.Path(path_type=Path),
+              help="A new (or empty) folder, or an archive FILE.tar.gz (or .tgz).")
+@click.option("--campaign", help="The trials of this campaign (`opsbench campaign --name`).")
+@click.option("--agent", help="Only this agent (display name, name, model or exact command).")
+@click.option("--scenario", help="Only runs of this scenario.")
+@click.option("--since", type=DATE, help="Only runs started at or after DATE (local time).")
+@click.option("--include-harness", is_flag=True,
+              help="Also export the harness's own runs (`opsbench bench`'s no-op agent), left out by default.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def export(run_ids: tuple[str, ...], out: Path, campaign: str | None, agent: str | None, scenario: str | None,
+           since: Any, include_harness: bool, as_json: bool) -> None:
+    """Export runs (RUN_IDS, a --campaign, or every agent run the filters select) to a folder or a .tar.gz: each
+    run's trajectory in ATIF and its page, the results and leaderboard as JSON, and the HTML report."""
+    from orchestrator import export as ex
+
+    ex.check_out(out)
+    trials, skipped, selection = ex.select(run_ids, campaign, agent, scenario,
+                                           since.timestamp() if since else None, include_harness)
+    summary = ex.export(out, trials, skipped, selection, campaign)
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(f"exported {summary['runs']} run(s) to {out} ({summary['files']} files; index: {summary['index']})")
+    for s in summary["skipped"]:
+        click.echo(f"skipped {s['run_id']}: {s['reason']}", err=True)
+
+
+COMMANDS = (results, leaderboard, report, score, export)

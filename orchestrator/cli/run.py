@@ -63,12 +63,26 @@ def runs(scenario: str | None, limit: int, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--atif", is_flag=True, help="Print the run's trajectory in ATIF (Agent Trajectory Interchange Format, "
               "as Harbor uses it): model turns, tool calls with arguments and answers, timings, tokens.")
-def show(run_id: str, as_json: bool, atif: bool) -> None:
+@click.option("--html", "html_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the run's page to FILE: the timeline of its model turns and tool calls (tokens, cost, "
+                   "latency per call), its answer beside the ground truth, each score with its reason.")
+def show(run_id: str, as_json: bool, atif: bool, html_file: Path | None) -> None:
     """Show one run: its phase timeline and outcome."""
     from orchestrator.run_views import render_run
     from orchestrator.runs import load_run
 
     run = load_run(run_id)
+    if html_file is not None:
+        from orchestrator import run_page
+        from orchestrator.cli.common import writable
+
+        out = writable(html_file, "--html")
+        try:
+            run_page.write(Path(str(run["run_dir"])), out)
+        except OSError as exc:
+            raise click.BadParameter(f"cannot write {out}: {exc.strerror}", param_hint="--html") from exc
+        if not (as_json or atif):
+            click.echo(f"wrote {out}")
     if atif:
         from orchestrator.atif import build
 
@@ -77,7 +91,8 @@ def show(run_id: str, as_json: bool, atif: bool) -> None:
     if as_json:
         emit_json(run)
         return
-    click.echo(render_run(run))
+    if html_file is None:
+        click.echo(render_run(run))
 
 
 @click.command()
