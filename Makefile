@@ -31,6 +31,7 @@ help:
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex, Gemini CLI, OpenCode) under .agents/ (npm, pinned)"
 	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
+	@echo "make bench-agents            each preset's overhead per trial over a bare agent, replays against a scripted model [AGENT_TRIALS=3]"
 	@echo "make reliability             interruptions at every phase, own faults, idempotence, fuzzing, isolation audit"
 	@echo "make fuzz                    random property/API fuzzing, 10x the cases; prints the seed [SEED=<n> replays]"
 	@echo "make bench                   orchestrator vs bare ansible-playbook over a fault cycle"
@@ -106,6 +107,10 @@ agents:
 
 test-agents:
 	@$(BIN)/pytest -m agents tests/e2e/test_agent_presets.py $(PYTEST_ARGS)
+
+AGENT_TRIALS ?= 3
+bench-agents:
+	@$(BIN)/python -m tests.e2e.bench_agents --trials $(AGENT_TRIALS)
 
 lint:
 	$(BIN)/ansible-lint --offline --profile production -q playbooks roles
