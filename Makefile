@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: devops-projects dev-split agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: cluster cluster-down devops-projects dev-split agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
@@ -39,6 +39,8 @@ help:
 	@echo "make bench-awx [NAME=id]     time AWX-contract runs (exported workflow via ansible-runner) vs opsbench run"
 	@echo "make bench-finops            time 5M FOCUS rows + ground truth and the FinOps reference queries"
 	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
+	@echo "make cluster                 build (cached) and start a single-node Kubernetes cluster here [K8S_RELEASE=v1.34.4]"
+	@echo "make cluster-down            stop it and remove everything it put on the host (binaries stay cached)"
 	@echo "make k8s-images              load the shop's images into kind [KIND_CLUSTER=opsbench] or push them [K8S_REGISTRY=host/path]"
 	@echo "make awx-export              write the AWX objects playbook (awx/opsbench_awx.yml)"
 	@echo "make cleanup                 finish interrupted runs (removal and teardown)"
@@ -175,6 +177,14 @@ clean:
 # Live tests of the kubernetes backend: they run only when KUBECONFIG reaches a cluster (else they skip, saying so).
 e2e-kubernetes:
 	@$(BIN)/pytest -m e2e tests/e2e/test_kubernetes.py -rs $(PYTEST_ARGS)
+
+# A single-node cluster built here from the official Go modules (roles/k8s_cluster, docs/backends.md).
+K8S_RELEASE ?=
+cluster:
+	$(BIN)/ansible-playbook playbooks/cluster.yml $(if $(K8S_RELEASE),-e k8s_cluster_release=$(K8S_RELEASE))
+
+cluster-down:
+	$(BIN)/ansible-playbook playbooks/cluster_down.yml
 
 KIND_CLUSTER ?= opsbench
 K8S_REGISTRY ?=

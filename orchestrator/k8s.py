@@ -11,10 +11,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import paths
 from orchestrator.errors import OpsBenchError
 
-SETUP_HINT = ("create one (for example `kind create cluster --name opsbench`, then `make k8s-images`) "
-              "and point KUBECONFIG at its kubeconfig; see docs/backends.md, 'The kubernetes backend'")
+SETUP_HINT = ("start the local one with `make cluster`, or create one (for example `kind create cluster --name "
+              "opsbench`, then `make k8s-images`) and point KUBECONFIG at its kubeconfig; see docs/backends.md, "
+              "'The kubernetes backend'")
 
 
 @dataclass(frozen=True)
@@ -25,11 +27,20 @@ class Cluster:
     version: str
 
 
+def local_cluster_kubeconfig() -> Path:
+    """The kubeconfig `make cluster` writes (roles/k8s_cluster); it exists only while that cluster is up."""
+    return paths.state_dir() / "cluster" / "kubeconfig"
+
+
 def kubeconfig_path() -> Path:
-    """KUBECONFIG (its first file when it lists several), else ~/.kube/config."""
+    """KUBECONFIG (its first file when it lists several), else the local cluster's while `make cluster` runs,
+    else ~/.kube/config."""
     env = os.environ.get("KUBECONFIG", "")
     first = env.split(os.pathsep)[0] if env else ""
-    return Path(first).expanduser() if first else Path.home() / ".kube" / "config"
+    if first:
+        return Path(first).expanduser()
+    local = local_cluster_kubeconfig()
+    return local if local.is_file() else Path.home() / ".kube" / "config"
 
 
 def require_cluster(scenario_id: str = "", timeout: float = 5.0) -> Cluster:
@@ -39,7 +50,8 @@ def require_cluster(scenario_id: str = "", timeout: float = 5.0) -> Cluster:
 
     what = f"scenario {scenario_id} uses" if scenario_id else "this needs"
     path = kubeconfig_path()
-    source = "KUBECONFIG" if os.environ.get("KUBECONFIG") else "the default ~/.kube/config (KUBECONFIG is unset)"
+    source = ("KUBECONFIG" if os.environ.get("KUBECONFIG") else "the cluster of `make cluster` (KUBECONFIG is unset)"
+              if path == local_cluster_kubeconfig() else "the default ~/.kube/config (KUBECONFIG is unset)")
     if not path.is_file():
         raise OpsBenchError(f"{what} the kubernetes backend, but there is no kubeconfig at {path} ({source}): "
                             f"no Kubernetes cluster to run on. To run it, {SETUP_HINT}.")

@@ -40,10 +40,28 @@ users:
 
 
 def test_kubeconfig_path_follows_kubeconfig(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path}/a:{tmp_path}/b")
     assert kubeconfig_path() == tmp_path / "a"
     monkeypatch.delenv("KUBECONFIG")
     monkeypatch.setenv("HOME", str(tmp_path))
+    assert kubeconfig_path() == tmp_path / ".kube" / "config"
+
+
+def test_kubeconfig_path_takes_the_local_cluster_while_it_runs(monkeypatch, tmp_path):
+    """`make cluster` writes <state>/cluster/kubeconfig (removed by `make cluster-down`): used when KUBECONFIG is
+    unset, before ~/.kube/config; an explicit KUBECONFIG still wins."""
+    monkeypatch.setenv("OPSBENCH_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    local = tmp_path / "state" / "cluster" / "kubeconfig"
+    local.parent.mkdir(parents=True)
+    local.write_text("apiVersion: v1\n")
+    assert kubeconfig_path() == local
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "mine"))
+    assert kubeconfig_path() == tmp_path / "mine"
+    monkeypatch.delenv("KUBECONFIG")
+    local.unlink()
     assert kubeconfig_path() == tmp_path / ".kube" / "config"
 
 
@@ -53,7 +71,7 @@ def test_missing_kubeconfig_is_named(monkeypatch, tmp_path):
         require_cluster(SCENARIO)
     msg = str(err.value)
     assert "no kubeconfig" in msg and str(tmp_path / "nope") in msg and "KUBECONFIG" in msg
-    assert "kind create cluster" in msg and "docs/backends.md" in msg
+    assert "make cluster" in msg and "kind create cluster" in msg and "docs/backends.md" in msg
 
 
 def test_unreachable_cluster_is_named(monkeypatch, tmp_path):

@@ -1,0 +1,43 @@
+#!/bin/bash
+# cleanup.sh RUN_DIR SOCK_DIR BRIDGE BIN_DIR NETWORK: after the daemons stopped, remove what the node left on the
+# host: containerd shims of this cluster (found by their socket address), mounts under the run and socket
+# dirs, the pod bridge, kube-proxy's iptables rules and kubelet's cgroups. Prints one line per removal.
+set -uo pipefail
+run=$1 sock=$2 bridge=$3 bin=$4 net=$5
+
+# Shims and their containers started by this cluster's containerd (its -address names our socket).
+for pid in $(ps -eo pid=,args= | awk -v s="$sock/" 'index($0, "containerd-shim") && index($0, s) {print $1}'); do
+  kill -KILL "$pid" 2>/dev/null && echo "killed shim $pid"
+done
+
+# Mounts (pod volumes, network namespaces, overlay rootfs, shm), deepest first.
+for _ in 1 2 3; do
+  mapfile -t mounts < <(awk -v r="$run/" -v s="$sock/" '{ if (index($5, r) == 1 || index($5, s) == 1 || $5 == substr(s, 1, length(s) - 1)) print $5 }' /proc/self/mountinfo | sort -r)
+  [ ${#mounts[@]} -eq 0 ] && break
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; echo "unmounted $m"; done
+done
+
+if ip link show "$bridge" > /dev/null 2>&1; then
+  ip link delete "$bridge" && echo "deleted bridge $bridge"
+fi
+
+if [ -n "$bin" ] && [ -x "$bin/kube" ] && iptables-save 2>/dev/null | grep -q 'KUBE-'; then
+  "$bin/kube" kube-proxy --cleanup > /dev/null 2>&1; echo "removed kube-proxy's iptables rules"
+fi
+
+# Masquerade rules the bridge plugin left when a pod's network could not be torn down (its comment names the network).
+if iptables-save -t nat 2>/dev/null | grep -q "name: \"$net\""; then
+  iptables-save -t nat | awk -v n="name: \"$net\"" 'index($0, n) && /^-A POSTROUTING/ {sub(/^-A /, ""); print}' |
+    while read -r rule; do eval "iptables -t nat -D $rule" && echo "removed a masquerade rule of $net"; done
+  for chain in $(iptables-save -t nat | awk -v n="name: \"$net\"" 'index($0, n) && /^-A CNI-/ {print $2}' | sort -u); do
+    iptables -t nat -F "$chain"; iptables -t nat -X "$chain" && echo "removed chain $chain"
+  done
+fi
+
+# kubelet's QoS hierarchy in every cgroup v1 controller (and v2, when unified): empty once the pods are gone.
+for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/unified/kubepods; do
+  [ -d "$root" ] || continue
+  find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null
+  [ -d "$root" ] && echo "could not remove $root (processes left in it)" || echo "removed cgroup $root"
+done
+exit 0
