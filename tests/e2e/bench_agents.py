@@ -4,9 +4,9 @@ For each agent, ``opsbench replay`` of the committed shop-cart-down snapshot run
 frozen environment, the agent driven by a scripted model server (tests/e2e/model_scripts.py) through the same
 investigation: three gateway tools (get_alerts, get_topology, query_metrics), then the answer.
 
-- **bare**: the LLM baseline agent (``<venv python> -m orchestrator.agents.llm``, a plain ReAct loop over Chat Completions
-  and the gateway's REST API, no CLI, no proxy): the least an agent that talks to a model does. Its script ends with
-  ``submit`` (the answer), 4 model turns.
+- **bare**: the LLM baseline agent (``<venv python> -m orchestrator.agents.llm``, a plain ReAct loop over Chat
+  Completions and the gateway's REST API, no CLI, no proxy): the least an agent that talks to a model does. Its
+  script ends with ``submit`` (the answer), 4 model turns.
 - **each preset**: its real CLI (``make agents``) in its headless mode, the gateway over MCP, its model traffic
   through the recording proxy; the answer written with the CLI's own shell, then a last text: 5 turns (and the
   background calls a CLI makes by itself, e.g. OpenCode's title).

@@ -101,7 +101,7 @@ class ScriptedModel:
     """``with ScriptedModel(script) as model:`` then point the CLI at ``model.url``."""
 
     def __init__(self, script: list[Step], model: str = "scripted-model", delay: float = 0.0,
-                 silent: bool = False, follow_all: bool = False) -> None:
+                 silent: bool = False, follow_all: bool = False, port: int = 0) -> None:
         self.script = script
         self.model = model
         self.delay = delay
@@ -109,7 +109,7 @@ class ScriptedModel:
         self.follow_all = follow_all  # every request follows the script (no gateway tools needed: no MCP server)
         self.log = Log()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._stop = threading.Event()
