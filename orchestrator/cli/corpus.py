@@ -40,11 +40,14 @@ def corpus() -> None:
               help="Baseline-agent replays per instance: its measured difficulty.")
 @click.option("--window-cap", default=30.0, show_default=True, type=click.FloatRange(1, 24 * 60),
               help="Longest evidence window before handover, in minutes.")
+@click.option("--retry-dropped", is_flag=True,
+              help="Resuming: record again the instances an earlier run dropped (a build disturbed by its machine); "
+                   "their earlier reasons stay in build.json and the card counts the retried ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print the build record as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], reuse: Path | None,
           seed: str | None, seed_file: Path | None, count: int, out: Path, parallel: int, replays: int,
-          window_cap: float, as_json: bool, quiet: bool) -> None:
+          window_cap: float, retry_dropped: bool, as_json: bool, quiet: bool) -> None:
     """Draw COUNT instances from TEMPLATES with a seed, prove each live and record it as a snapshot in one trial,
     drop what does not manifest or recover, replay the baseline agent on each, check that nothing an agent reads
     names a template, mechanism or fault, and index the corpus. Run it again with the same arguments to resume.
@@ -65,7 +68,7 @@ def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], r
     if fixed and (seed or seed_file):
         raise click.UsageError("--seed and --seed-file draw from templates: give none with --scenarios")
     req = BuildRequest(templates=names, scenarios=fixed, seed=the_seed, count=count, replays=replays,
-                       parallel=parallel, window_cap_s=window_cap * 60, reuse=reuse)
+                       parallel=parallel, window_cap_s=window_cap * 60, reuse=reuse, retry_dropped=retry_dropped)
     record = build_corpus(req, out, progress(quiet), echo_err(quiet))
     dropped = [i for i in record["instances"] if i["status"] == "dropped"]
     leaks = record["leak_check"]["leaks"]

@@ -121,9 +121,10 @@ def render(cards: list[dict[str, Any]]) -> str:
                   f"{med['cleanup']}, in all {med['total']}.", ""]
         yields = c.get("yields") or {}
         if yields:
-            lines += _table(["Template", "Drawn", "Verified", "Dropped", "Not recorded yet", "Yield"],
-                            [[t, str(y["drawn"]), str(y["verified"]), str(y["dropped"]), str(y.get("pending", 0)),
-                              "-" if y["yield"] is None else f"{y['yield']:.0%}"] for t, y in sorted(yields.items())])
+            lines += _table(["Template", "Drawn", "Verified", "Dropped", "Retried", "Not recorded yet", "Yield"],
+                            [[t, str(y["drawn"]), str(y["verified"]), str(y["dropped"]), str(y.get("retried", 0)),
+                              str(y.get("pending", 0)), "-" if y["yield"] is None else f"{y['yield']:.0%}"]
+                             for t, y in sorted(yields.items())])
             lines += [""]
             reasons = [r for y in yields.values() for r in y.get("reasons", [])]
             if reasons:

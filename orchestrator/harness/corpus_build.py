@@ -17,8 +17,10 @@
    the owner's `build.json` (template, draw, mechanism and verification of each instance, yields per template).
 
 `build.json` is written after every recording: a build cut short (Ctrl-C, a crash) is resumed by running the same
-command again; instances already decided are kept, the rest are recorded. The seed is never written anywhere; the
-build record keeps its sha256 to refuse resuming with another one.
+command again; instances already decided are kept, the rest are recorded. `retry_dropped` records the dropped ones
+again (a build disturbed by its machine, e.g. recovery checks that timed out on an overloaded host): each keeps its
+earlier drops in `earlier_drops`, and the yields count the instances that needed a retry. The seed is never written
+anywhere; the build record keeps its sha256 to refuse resuming with another one.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class BuildRequest:
     reuse: Path | None = None
     """Fixed scenarios only: a folder of snapshots already recorded; a scenario with one there (verified, at its
     current spec version) is not recorded again: the newest is copied in."""
+    retry_dropped: bool = False
+    """Resuming: record the instances an earlier run dropped again (not part of the request's key)."""
 
     def key(self) -> dict[str, Any]:
         """What a resumed build must match: the seed only by its hash."""
@@ -196,6 +200,10 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
     for inst in instances:
         inst.update({k: v for k, v in before.get(inst["id"], {}).items() if k not in inst or inst[k] is None})
         inst.setdefault("status", "pending")
+        if req.retry_dropped and inst["status"] == DROPPED:
+            inst.setdefault("earlier_drops", []).append({"reason": inst.get("reason", ""),
+                                                         "recording": inst.get("recording")})
+            inst.update(status="pending", reason="retrying a drop")
     record_file = out / layout.BUILD_RECORD
     lock = threading.Lock()
     data: dict[str, Any] = {"request": req.key(), "opsbench_version": __version__,
@@ -320,12 +328,14 @@ def _measure(req: BuildRequest, out: Path, verified: list[dict[str, Any]], progr
 
 
 def yields(instances: list[dict[str, Any]], dropped_draws: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
-    """Per template (or "fixed"): instances drawn, verified, dropped, and the yield (verified / decided)."""
+    """Per template (or "fixed"): instances drawn, verified, dropped, retried after an earlier drop, and the yield
+    (verified / decided: a retried instance counts by its last recording)."""
     out: dict[str, dict[str, Any]] = {}
     for inst in instances:
         row = out.setdefault(inst["template"] or "fixed", {"drawn": 0, "verified": 0, "dropped": 0, "pending": 0,
-                                                          "reasons": []})
+                                                          "retried": 0, "reasons": []})
         row["drawn"] += 1
+        row["retried"] += bool(inst.get("earlier_drops"))
         key = inst["status"] if inst["status"] in FINAL else "pending"
         row[key] += 1
         if inst["status"] == DROPPED:

@@ -136,6 +136,24 @@ def test_a_build_cut_short_resumes_without_recording_twice(tmp_path: Path, fakes
     assert fakes.recorded[4:] == [data["instances"][0]["id"]]
 
 
+def test_dropped_instances_are_recorded_again_only_when_asked(tmp_path: Path, fakes: Fakes) -> None:
+    fakes.fail = {1}
+    out = tmp_path / "c"
+    first = build(request(count=3), out, Progress())
+    dropped = [i["id"] for i in first["instances"] if i["status"] == "dropped"]
+    assert len(dropped) == 1
+    build(request(count=3), out, Progress())
+    assert len(fakes.recorded) == 3  # a plain resume keeps the drop
+    again = build(request(count=3, retry_dropped=True), out, Progress())
+    assert fakes.recorded[3:] == dropped  # only the dropped one, and it now verifies
+    inst = next(i for i in again["instances"] if i["id"] == dropped[0])
+    assert inst["status"] == "verified" and "never fired" in inst["earlier_drops"][0]["reason"]
+    assert sum(y["retried"] for y in again["yields"].values()) == 1
+    assert sum(y["verified"] for y in again["yields"].values()) == 3
+    assert (out / layout.SCENARIOS / dropped[0] / "scenario.yaml").is_file()
+    assert "| Retried |" in render([card(out)])
+
+
 @pytest.mark.parametrize(("kw", "words"), [
     ({"seed": "another-seed"}, "other arguments"),
     ({"count": 5}, "other arguments"),
