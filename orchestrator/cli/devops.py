@@ -79,4 +79,51 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
         sys.exit(1)
 
 
+@devops.command()
+@click.option("--project", "project_ids", multiple=True, help="A project id (repeat; default: every active one).")
+@click.option("--family", "families", multiple=True, type=click.Choice(["issue", "testgen", "build"]),
+              help="A task family (repeat; default: all three).")
+@click.option("--seed", required=True, help="The seed the draw order derives from (with project and family).")
+@click.option("--count", type=click.IntRange(1, 500), default=5, show_default=True,
+              help="Verified instances wanted per project and family.")
+@click.option("--max-draws", type=click.IntRange(0, 5000), default=0,
+              help="Candidates tried at most per project and family (default 6 x count + 10).")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where the instances go: one scenario folder each, and yields.json.")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The projects' cache (default: <state dir>/cache/devops-projects).")
+@click.option("--json", "as_json", is_flag=True, help="Print the yields as JSON.")
+def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str, count: int, max_draws: int,
+             out: Path, cache_dir: Path | None, as_json: bool) -> None:
+    """Draw DevOps tasks from the fetched upstream projects and keep only the verified ones.
+
+    issue: a mutation of the project's code that tests it already has catch (those tests are hidden, the issue is
+    written from what they observed); testgen: a mutation no test catches, with a recorded test that does (Python);
+    build: a build cause applied to the real build file. Each kept instance is proven by `make check` on fresh
+    copies (the untouched state fails, the reference passes) and written as a scenario folder. Builds and tests
+    run on the host, one at a time at the lowest CPU priority. Exit status 1 when a project failed."""
+    from orchestrator.devops_projects.fetch import Cache, StepFailed
+    from orchestrator.devops_projects.generate import FAMILIES
+    from orchestrator.devops_projects.generate import generate as draw
+
+    def echo(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    try:
+        reports = draw(list(project_ids), list(families or FAMILIES), seed, count, out.resolve(),
+                       max_draws=max_draws, cache=Cache(cache_dir.resolve()) if cache_dir else None, say=echo)
+    except StepFailed as exc:
+        raise click.ClickException(str(exc)) from None
+    summaries = [r.summary() for r in reports]
+    if as_json:
+        emit_json({"out": str(out), "seed": seed, "yields": summaries})
+    else:
+        for s in summaries:
+            per = f"{s['seconds_per_kept']} s per kept" if s["seconds_per_kept"] else ""
+            state = f"ERROR {s['error']}" if s["error"] else f"kept {s['kept']} of {s['drawn']} drawn"
+            click.echo(f"{s['project']:<24} {s['family']:<8} {state} ({s['candidates']} candidates) {per}")
+    if any(r.error for r in reports):
+        sys.exit(1)
+
+
 COMMANDS = [devops]

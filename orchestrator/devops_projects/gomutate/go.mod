@@ -1,0 +1,3 @@
+module opsbench.local/gomutate
+
+go 1.19

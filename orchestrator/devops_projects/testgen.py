@@ -1,0 +1,217 @@
+"""Test-generation tasks: a mutation no existing test catches, and a hidden test that does (Python projects).
+
+The hidden test is recorded, not written by hand: the project's own suite runs once on the original with a profiler
+hook (`CAPTURE_PLUGIN`) that keeps, for every public module-level function of the project, the calls whose arguments
+and result are Python literals (`ast.literal_eval(repr(x)) == x`). For a surviving mutant in such a function, the
+recorded calls become assertions (`f(args) == result as the original returned it`); the first that fails on the
+mutant is the reference test. The goal describes the bug from what that assertion observed on the mutant, as an
+issue would; `verify_tests` then proves the reference fails on the mutant and passes on the original as
+evaluate_workspace runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.devops_projects import issue_text, mutate
+from orchestrator.devops_projects.fetch import CONTRACT_FILE
+
+if TYPE_CHECKING:
+    from orchestrator.devops_projects.generate import Generator, Report
+
+CAPTURE_FILE = "opsbench_capture.json"
+MAX_CALLS = 12
+CAPTURE_PLUGIN = r'''
+"""OpsBench: record literal calls of the project's public functions while its tests run (generation only)."""
+import ast, json, os, sys
+
+_TARGETS = {tuple(t) for t in json.loads(os.environ["OPSBENCH_CAPTURE_TARGETS"])}
+_OUT = os.environ["OPSBENCH_CAPTURE_OUT"]
+_MAX = int(os.environ.get("OPSBENCH_CAPTURE_MAX", "12"))
+_seen = {}
+_open = {}
+
+
+def _literal(value):
+    try:
+        text = repr(value)
+        return text if len(text) < 300 and ast.literal_eval(text) == value else None
+    except Exception:
+        return None
+
+
+def _hook(frame, event, arg):
+    code = frame.f_code
+    key = (code.co_filename, code.co_name, code.co_firstlineno)
+    if key not in _TARGETS or code.co_flags & 0x20:  # generators yield, they do not return
+        return
+    if event == "call":
+        n = code.co_argcount
+        names = list(code.co_varnames[:n])
+        args = [frame.f_locals.get(a) for a in names]
+        if code.co_flags & 0x04:
+            args += list(frame.f_locals.get(code.co_varnames[n + code.co_kwonlyargcount], ()))
+        kwargs = {k: frame.f_locals.get(k) for k in code.co_varnames[n:n + code.co_kwonlyargcount]}
+        texts = [_literal(a) for a in args]
+        kw = {k: _literal(v) for k, v in kwargs.items()}
+        if None not in texts and None not in kw.values() and not code.co_flags & 0x08:
+            _open[id(frame)] = (texts, kw)
+    elif event == "return" and id(frame) in _open:
+        texts, kw = _open.pop(id(frame))
+        result = _literal(arg)
+        if result is not None:
+            calls = _seen.setdefault("|".join(map(str, key)), [])
+            call = {"args": texts, "kwargs": kw, "result": result}
+            if call not in calls and len(calls) < _MAX:
+                calls.append(call)
+
+
+def pytest_configure(config):
+    sys.setprofile(_hook)
+
+
+def pytest_unconfigure(config):
+    sys.setprofile(None)
+    with open(_OUT, "w") as f:
+        json.dump(_seen, f)
+'''
+
+
+def _module_name(rel: str) -> str:
+    parts = Path(rel).with_suffix("").parts
+    if parts and parts[0] == "src":
+        parts = parts[1:]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def capture(gen: Generator, targets: list[tuple[str, str, int]]) -> dict[str, list[dict[str, Any]]]:
+    """Run the suite once on the original with the capture plugin; (file, function, line) -> recorded calls."""
+    root = gen.bench.root
+    (root / "opsbench_capture_plugin.py").write_text(CAPTURE_PLUGIN)
+    out = root / CAPTURE_FILE
+    out.unlink(missing_ok=True)
+    env = {**gen.bench.env(), "PYTHONPATH": f"{'src' if (root / 'src').is_dir() else '.'}:.",
+           "OPSBENCH_CAPTURE_TARGETS": json.dumps([[str(root.resolve() / f), n, line] for f, n, line in targets]),
+           "OPSBENCH_CAPTURE_OUT": str(out), "OPSBENCH_CAPTURE_MAX": str(MAX_CALLS)}
+    from orchestrator.devops_projects.fetch import run_limited
+    run_limited([".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opsbench_capture_plugin"],
+                cwd=root, timeout=gen.project.limits.test_s * 3, env=env, project=gen.project.id, step="capture")
+    (root / "opsbench_capture_plugin.py").unlink(missing_ok=True)
+    if not out.is_file():
+        return {}
+    data: dict[str, list[dict[str, Any]]] = json.loads(out.read_text())
+    out.unlink()
+    return data
+
+
+def test_path(root: Path, function: str) -> str:
+    name = f"test_{function.lower().strip('_')}_behaviour.py"
+    for folder in ("tests", "test"):
+        if (root / folder).is_dir():
+            return f"{folder}/{name}"
+    return name
+
+
+def test_source(module: str, function: str, calls: list[dict[str, Any]]) -> str:
+    lines = [f"from {module} import {function}", ""]
+    for i, call in enumerate(calls):
+        argv = [*call["args"], *(f"{k}={v}" for k, v in call["kwargs"].items())]
+        lines += ["", f"def test_{function.strip('_')}_{i}():",
+                  f"    assert {function}({', '.join(argv)}) == {call['result']}", ""]
+    return "\n".join(lines)
+
+
+def generate(gen: Generator, report: Report, count: int, max_draws: int) -> None:
+    from orchestrator.devops_projects.generate import Draw, Instance, _draw_order, _package, instance_id, verify_tests
+
+    if gen.project.language != "python":
+        report.error = (f"project {gen.project.id}, step generate: test-generation tasks are drawn from Python "
+                        "projects only so far (the recorded reference test needs Python's profiler)")
+        return
+    bench = gen.bench
+    candidates = [m for m in bench.mutations() if "." not in m.function and not m.function.startswith("_")]
+    report.candidates = len(candidates)
+    targets: dict[tuple[str, str], int] = {}
+    import ast
+    for rel in sorted({m.path for m in candidates}):
+        tree = ast.parse((bench.root / rel).read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                # co_firstlineno of a decorated function is its first decorator's line
+                targets[(rel, node.name)] = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    calls = capture(gen, [(f, n, line) for (f, n), line in sorted(targets.items())])
+    def recorded(m: mutate.Mutation) -> list[dict[str, Any]]:
+        line = targets.get((m.path, m.function))
+        return calls.get(f"{(bench.root.resolve() / m.path)}|{m.function}|{line}", []) if line else []
+    usable = [m for m in candidates if recorded(m)]
+    for m in _draw_order(usable, gen.seed, gen.project.id, "testgen"):
+        if len(report.instances) >= count or len(report.draws) >= max_draws:
+            break
+        draw = Draw("testgen", gen.project.id, m.describe())
+        report.draws.append(draw)
+        t0 = time.monotonic()
+        text = (bench.root / m.path).read_text(encoding="utf-8")
+        edit = mutate.mutation_edit(text, m)
+        if not mutate.python_compiles(mutate.apply_edit(text, edit)):
+            draw.reason = "does not compile"
+            continue
+        suite = gen.screen(m, edit)
+        if suite.broken or suite.failed:
+            draw.screen_s = round(time.monotonic() - t0, 2)
+            draw.reason = "an existing test catches it (an issue, not a test-generation task)" if suite.failed \
+                else f"breaks the test run: {suite.broken[:200]}"
+            continue
+        module = _module_name(m.path)
+        rel = test_path(bench.root, m.function)
+        probe = {"path": rel, "content": test_source(module, m.function, recorded(m))}
+        (bench.root / rel).write_text(probe["content"])
+        try:
+            with bench.applied([edit]):
+                killed = bench.run()
+        finally:
+            (bench.root / rel).unlink()
+        draw.screen_s = round(time.monotonic() - t0, 2)
+        hits = sorted(k for k in killed.failed if k.startswith(rel + "::"))
+        if killed.broken or not hits:
+            draw.reason = "an equivalent mutant on every recorded call (no recorded call tells them apart)" \
+                if not killed.broken else f"the recorded test does not run: {killed.broken[:200]}"
+            continue
+        index = int(hits[0].rsplit("_", 1)[1])
+        call = recorded(m)[index]
+        test_edit = {"path": rel, "content": test_source(module, m.function, [call])}
+        failure = killed.failed[hits[0]]
+        title, body = issue_text.write_issue(gen.project.id, "python", _package(gen.project), [failure])
+        changed = m.after.strip()
+        leaked = issue_text.leaks(title + "\n" + body, [changed] if len(changed) >= 6 else [])
+        if leaked:
+            draw.reason = f"the bug report would name what it must not: {', '.join(leaked[:3])}"
+            continue
+        t1 = time.monotonic()
+        why, proof = verify_tests(gen.pristine, gen.tests, [edit], test_edit, gen.check, gen._verify_dir("testgen"))
+        draw.verify_s = round(time.monotonic() - t1, 2)
+        if why:
+            draw.reason = f"verify: {why}"
+            continue
+        iid = instance_id("testgen", gen.project.id, draw.what)
+        goal = (f"A bug is reported in the project at /workspace/{gen.project.id} (python, {_package(gen.project)} "
+                f"{gen.project.source.version}):\n\n> {title}\n>\n"
+                + "\n".join(f"> {line}".rstrip() for line in body.splitlines())
+                + "\n\nWrite a test that reproduces this bug: it must fail on the code as it is now and pass once the "
+                  "bug is fixed. Put it beside the project's tests (a new `test_*.py` file for pytest is best); "
+                  f"`make -s -f {CONTRACT_FILE} check` builds the project and runs all its tests. Keep the existing "
+                  "tests. Only your test files are evaluated: they are run against the code as it is and against a "
+                  "fixed version (where all other tests must still pass), so you need not fix the bug. Name the "
+                  "test files in your output.")
+        report.instances.append(Instance(
+            iid, "testgen", gen.project.id, "python", title, goal, [edit],
+            {"task": "write-test", "kind": "write-tests", "project": gen.project.id, "bug": [edit]},
+            [test_edit],
+            provenance={"mutation": m.as_dict(), "recorded_call": call, "seed": gen.seed,
+                        "pristine_tests": gen.tests}, proof=proof))
+        draw.kept, draw.instance = True, iid
+        gen.say(f"{gen.project.id}: kept {iid} ({m.describe()})")

@@ -1,0 +1,192 @@
+"""Task generation over the DevOps upstream projects, without building anything: the Python mutator on a tiny
+sample package, the exact edits it makes, hiding a test function, the issue writer (never a test's name or the
+mutated code), the build causes on sample build files, the seeded draw order, and the instance's scenario files."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate
+from orchestrator.devops_projects import catalogue as cat
+from orchestrator.errors import OpsBenchError
+
+SAMPLE = '''"""A tiny sample module."""
+
+LIMIT = 10
+
+
+def clamp(value, low, high):
+    if value < low:
+        return low
+    if value > high:
+        return high
+    return value
+
+
+def window(items, size):
+    out = []
+    for i in range(len(items) - size + 1):
+        out.append(items[i:i + size])
+    return out
+
+
+def label(count):
+    total = count + 1
+    return "many" if total >= 3 and not count == 0 else "few"
+
+
+def pair(a, b):
+    return divmod(a, b)
+'''
+
+
+def test_python_mutations_cover_every_kind_and_each_edit_is_exact_and_compiles() -> None:
+    found = mutate.python_mutations(SAMPLE, "pkg/sample.py")
+    assert {m.kind for m in found} == set(mutate.KINDS)
+    assert found == mutate.python_mutations(SAMPLE, "pkg/sample.py")  # a fixed order: the seed draws the same
+    assert len({m.key for m in found}) == len(found)
+    for m in found:
+        assert m.function in {"clamp", "window", "label", "pair"}  # module-level code is never mutated
+        edit = mutate.mutation_edit(SAMPLE, m)
+        assert SAMPLE.count(edit["old"]) == 1
+        mutant = mutate.apply_edit(SAMPLE, edit)
+        assert mutant != SAMPLE
+        assert mutate.python_compiles(mutant), m.describe()
+
+
+def test_python_mutations_make_the_advertised_changes() -> None:
+    described = {(m.kind, m.before.strip(), m.after.strip(), m.function)
+                 for m in mutate.python_mutations(SAMPLE, "s.py")}
+    assert ("operator", "<", "<=", "clamp") in described
+    assert ("operator", "+", "-", "label") in described
+    assert ("operator", "and", "or", "label") in described
+    assert ("operator", "not", "", "label") in described
+    assert ("boundary", "3", "4", "label") in described and ("boundary", "3", "2", "label") in described
+    assert ("arguments", "a, b", "b, a", "pair") in described
+    branch = [m for m in mutate.python_mutations(SAMPLE, "s.py") if m.kind == "branch" and m.line == 7]
+    assert branch and mutate.apply_edit(SAMPLE, mutate.mutation_edit(SAMPLE, branch[0])).count("    pass\n") == 1
+
+
+def test_an_edit_grows_until_its_text_is_unique() -> None:
+    text = "def f(x):\n    return x + 1\n\ndef g(x):\n    return x + 1\n"
+    start = text.rindex("+")
+    edit = mutate.unique_edit(text, start, start + 1, "-", "m.py")
+    assert text.count(edit["old"]) == 1 and "def g" in edit["old"]
+    assert mutate.apply_edit(text, edit) == text[:start] + "-" + text[start + 1:]
+    with pytest.raises(OpsBenchError, match="occurs 0 times"):
+        mutate.apply_edit("nothing here", edit)
+
+
+def test_hiding_a_test_function_keeps_the_rest_valid() -> None:
+    tests = ("import pytest\n\n\nclass TestA:\n    @pytest.mark.slow\n    def test_one(self):\n        assert 1\n\n"
+             "\nclass TestB:\n    def test_only(self):\n        assert 2\n\n\ndef test_free():\n    assert 3\n")
+    after = tests
+    for name in ("TestA.test_one", "TestB.test_only", "test_free"):
+        after = mutate.apply_edit(after, mutate.python_remove_function(after, "tests/test_x.py", name))
+    tree = ast.parse(after)  # still Python: an emptied class gets `pass`
+    assert "test_one" not in after and "test_only" not in after and "test_free" not in after
+    assert [n.name for n in tree.body if isinstance(n, ast.ClassDef)] == ["TestA", "TestB"]
+    with pytest.raises(OpsBenchError, match="no function"):
+        mutate.python_remove_function(tests, "tests/test_x.py", "test_missing")
+
+
+PYTEST_FAILURE = """AssertionError: assert 'persons' == 'people'
+test_sample.py:41: in test_pluralize_person
+    def test_pluralize_person(singular, plural):
+>       assert plural == inflection.pluralize(singular)
+E       AssertionError: assert 'people' == 'persons'
+E        +  where 'persons' = <function pluralize at 0x7f3a2b1c>('person')
+inflection/__init__.py:300: in pluralize
+>       return word + suffix
+"""
+
+GO_FAILURE = """=== RUN   TestBytesRounding
+    bytes_test.go:42: Bytes(82854982) = 82 MB, want 83 MB
+    common_test.go:18: TestBytesRounding: got 82 MB
+--- FAIL: TestBytesRounding (0.00s)
+"""
+
+
+def test_the_issue_is_written_from_observed_behaviour_without_test_names() -> None:
+    title, body = issue_text.write_issue("python-inflection", "python", "inflection",
+                                         [issue_text.Failure("test_pluralize_person", "test_sample.py",
+                                                             PYTEST_FAILURE)])
+    text = title + "\n" + body
+    assert "pluralize('person')" in text and "'persons'" in text and "'people'" in text
+    assert "0x7f3a2b1c" not in text and "<function" not in text
+    assert "return word + suffix" not in text  # the library's own frames (the mutated line) are never quoted
+    assert issue_text.leaks(text, ["test_pluralize_person", "test_sample.py", "word + suffix"]) == []
+    assert title.startswith("`pluralize`")
+
+    title, body = issue_text.write_issue("go-humanize", "go", "github.com/dustin/go-humanize",
+                                         [issue_text.Failure("TestBytesRounding", ".", GO_FAILURE)])
+    text = title + "\n" + body
+    assert "Bytes(82854982) = 82 MB, want 83 MB" in text
+    assert issue_text.leaks(text, ["TestBytesRounding", "bytes_test.go", "common_test.go"]) == []
+
+
+def test_leaks_finds_forbidden_and_test_like_names() -> None:
+    assert issue_text.leaks("calls x < y in TestFoo via helper_test.go", ["x < y"]) == ["x < y", "TestFoo",
+                                                                                       "helper_test.go"]
+    assert issue_text.leaks("nothing to see", ["secret"]) == []
+
+
+def test_build_causes_on_real_shaped_build_files(tmp_path: Path) -> None:
+    py = tmp_path / "py"
+    py.mkdir()
+    (py / "pyproject.toml").write_text('[build-system]\nrequires = ["flit_core >=3.2,<4"]\n'
+                                       'build-backend = "flit_core.buildapi"\n\n[project]\nname = "x"\n'
+                                       'requires-python = ">=3.8"\n')
+    catalogue = cat.load()
+    project = catalogue.select(["python-idna"])[0]
+    found = buildcfg.candidates(project, py)
+    causes = {c.cause for c in found}
+    assert causes == {"unresolvable-pin", "missing-dependency", "conflict-markers", "toolchain-target"}
+    for cand in found:
+        text = (py / "pyproject.toml").read_text()
+        broken = mutate.apply_edit(text, cand.edits[0])
+        assert broken != text
+        assert mutate.apply_edit(broken, cand.reference[0]) == text  # the reference undoes it exactly
+    conflict = next(c for c in found if c.cause == "conflict-markers")
+    assert "<<<<<<< HEAD" in conflict.edits[0]["new"] and ">>>>>>>" in conflict.edits[0]["new"]
+
+    go = tmp_path / "go"
+    go.mkdir()
+    (go / "go.mod").write_text("module example.com/m\n\ngo 1.16\n")
+    gofound = buildcfg.candidates(catalogue.select(["go-semver"])[0], go)
+    assert {c.cause for c in gofound} == {"unresolvable-pin", "toolchain-target", "conflict-markers",
+                                          "build-variable"}
+    work = next(c for c in gofound if c.cause == "build-variable")
+    assert work.edits[0]["path"] == "go.work" and work.reference == [{"path": "go.work", "delete": True}]
+
+
+def test_the_draw_order_depends_on_seed_project_and_family_only() -> None:
+    items = list(range(40))
+    a = generate._draw_order(items, "s1", "go-semver", "issue")
+    assert a == generate._draw_order(items, "s1", "go-semver", "issue")
+    assert a != generate._draw_order(items, "s2", "go-semver", "issue")
+    assert a != generate._draw_order(items, "s1", "go-semver", "testgen")
+    assert sorted(a) == items
+
+
+def test_an_instance_is_written_as_a_scenario_in_the_hand_written_shape(tmp_path: Path) -> None:
+    edit = {"path": "pkg/sample.py", "old": "    if value < low:\n", "new": "    if value <= low:\n"}
+    inst = generate.Instance("devops-gen-issue-python-idna-0123abcd", "issue", "python-idna", "python",
+                             "`clamp` in idna gives a wrong result", "A user filed this issue:\n\n> text\n", [edit],
+                             {"task": "resolve-issue", "kind": "fix", "project": "python-idna"},
+                             [{"path": edit["path"], "old": edit["new"], "new": edit["old"]}],
+                             provenance={"hidden_tests": ["tests/test_x.py::test_clamp"]}, proof={"untouched": {}})
+    folder = generate.write_instance(inst, tmp_path)
+    scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
+    truth = yaml.safe_load((folder / "ground_truth.yaml").read_text())
+    assert scenario["metadata"]["class"] == "issue-resolving" and scenario["metadata"]["domain"] == "DevOps"
+    assert scenario["faults"][0]["role"] == "fault_workspace_edit"
+    assert scenario["faults"][0]["args"]["edits"] == [edit]
+    assert scenario["reference"][0]["role"] == "solve_workspace_edit"
+    assert truth["workspace"]["stages"] == [{"task": "resolve-issue", "kind": "fix", "project": "python-idna"}]
+    visible = (folder / "scenario.yaml").read_text().split("tasks:", 1)[1].split("budget:", 1)[0]
+    assert "test_clamp" not in visible and "<=" not in visible  # the goal names neither test nor mutation
