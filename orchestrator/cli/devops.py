@@ -92,9 +92,11 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
               help="Where the instances go: one scenario folder each, and yields.json.")
 @click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The projects' cache (default: <state dir>/cache/devops-projects).")
+@click.option("--record", is_flag=True, help="Keep the yields in orchestrator/devops_projects/yields.json (the docs' "
+                                           "table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the yields as JSON.")
 def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str, count: int, max_draws: int,
-             out: Path, cache_dir: Path | None, as_json: bool) -> None:
+             out: Path, cache_dir: Path | None, record: bool, as_json: bool) -> None:
     """Draw DevOps tasks from the fetched upstream projects and keep only the verified ones.
 
     issue: a mutation of the project's code that tests it already has catch (those tests are hidden, the issue is
@@ -103,7 +105,7 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
     copies (the untouched state fails, the reference passes) and written as a scenario folder. Builds and tests
     run on the host, one at a time at the lowest CPU priority. Exit status 1 when a project failed."""
     from orchestrator.devops_projects.fetch import Cache, StepFailed
-    from orchestrator.devops_projects.generate import FAMILIES
+    from orchestrator.devops_projects.generate import FAMILIES, YIELDS, record_yields
     from orchestrator.devops_projects.generate import generate as draw
 
     def echo(msg: str) -> None:
@@ -115,6 +117,8 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
     except StepFailed as exc:
         raise click.ClickException(str(exc)) from None
     summaries = [r.summary() for r in reports]
+    if record:
+        click.echo(f"recorded {len(record_yields(reports))} yield(s) in {YIELDS}", err=True)
     if as_json:
         emit_json({"out": str(out), "seed": seed, "yields": summaries})
     else:

@@ -3,6 +3,7 @@ upstream projects, so the docs never restate a version, a checksum or a time by 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from orchestrator.devops_projects import catalogue as cat
@@ -63,4 +64,86 @@ def render() -> str:
               "Build backends and the test runner, fetched into the cache's `deps/wheels` with pip's "
               "`--require-hashes`; the Python projects install from them alone (`--no-index`).", ""]
     lines += [f"- `{w.name}=={w.version}`" for w in catalogue.python_wheels]
+    lines += generated_section()
     return "\n".join(lines) + "\n"
+
+
+FAMILY_NAMES = {"issue": "issue-resolving", "testgen": "test-generation", "build": "build-config"}
+
+
+def generated_section() -> list[str]:
+    """## Generated tasks: how they are drawn and proven (fixed text) and the recorded yields (yields.json)."""
+    from orchestrator.devops_projects.generate import MAX_HIDDEN, YIELDS
+
+    lines = ["", "## Generated tasks", "",
+             "`opsbench devops generate --seed S [--project ID ...] [--family issue|testgen|build ...] --count N "
+             "--out DIR [--record]` (or `make devops-tasks [IDS=...] [FAMILIES=...] DEVOPS_SEED=... "
+             "DEVOPS_COUNT=...`) draws tasks from the fetched projects and keeps only the proven ones, each as a "
+             "scenario folder (`scenario.yaml`, `ground_truth.yaml` in the shape of the hand-written `devops-*` "
+             "scenarios, and `generated.json` with the provenance and the proof) plus `yields.json`. Nothing "
+             "generated is committed; the same seed draws the same candidates in the same order (each project's "
+             "and family's order is `random.Random(f\"{seed}/{project}/{family}\")` over candidates listed in a "
+             "fixed order).", "",
+             "- **issue** (issue-resolving): a mutation of the project's own code: an operator swapped (`<`/`<=`, "
+             "`+`/`-`, `and`/`or`, `==`/`!=`, a `not` dropped ...), a boundary moved by one (an integer in a "
+             "comparison or a slice), a branch removed (an `if` without `else`), the first two arguments of a "
+             "call swapped. Python is read with `ast`, Go with `go/ast` through a small helper "
+             "(`orchestrator/devops_projects/gomutate/`, built with the host's Go into the cache). The mutant is "
+             "screened against the project's own tests on a scratch copy; it is kept only when 1 to "
+             f"{MAX_HIDDEN} test functions fail on it (they pass on the original: the project's tests must all "
+             "pass before any mutation, or it is dropped with the reason). A mutant that does not compile (or "
+             "fails `go vet` under `go test`), hangs the tests (killed at five times the baseline) or breaks the "
+             "test run as a whole is dropped, with the reason. The failing test functions are removed from the "
+             "agent's workspace (the fault's edits; a Go file also loses the imports only they used) and come "
+             "back with the protected test files when the evaluation rebuilds a fresh copy. The issue text is "
+             "written from what those tests observed: pytest's failing statement and its explanation lines (the "
+             "values, the calls), a Go test's messages, a panic's message and the library's function names; "
+             "never a test's name or file, never the library's own source lines, memory addresses cut. A text "
+             "that still contains a test-like name, the test's name or file, or the mutated code is dropped.",
+             "- **testgen** (test-generation, Python): a mutant no existing test catches, in a public "
+             "module-level function. The suite runs once on the original under a profiler hook that records, "
+             "per function, calls whose arguments and result are Python literals; those calls become assertions "
+             "against the mutant, and the first that fails is the reference test (the agent never sees it). The "
+             "goal describes the bug from what that assertion observed on the mutant.",
+             "- **build** (build-config): the build causes of the hand-written scenarios applied to the real build "
+             "files: a build backend pinned to a version the wheel cache lacks, the backend dropped from "
+             "`[build-system] requires`, merge-conflict markers in `pyproject.toml`/`setup.py`/`go.mod`, "
+             "`requires-python`/`python_requires`/`go` raised past every installed toolchain, a `go.work` naming a "
+             "missing module (the build-variable cause: a setting pointing at a path that does not exist). A "
+             "`require` of a module the offline cache lacks does not break these standard-library-only Go "
+             "modules (nothing imports it), and verification drops it.", "",
+             "**What is verified.** Every kept instance is proven with `make -s -f opsbench.mk check` (the "
+             "project's check contract, offline) on fresh copies built the way `evaluate_workspace` builds them "
+             "(`prepare_fix`, `prepare_variant` from `orchestrator/evaluation/workspace.py`): for a fix task "
+             "(issue, build) the untouched workspace, protected files put back, must fail, and the reference must "
+             "pass with at least the pristine project's test count (a reference tree identical, file for file, "
+             "to the pristine one counts the pristine run, which the generator made first); for an issue the "
+             "workspace's own, thinned suite must also pass on the bug, so the agent starts from a green build. "
+             "For a test-generation task the reference test, added to the pristine project, must pass there with "
+             "more tests than the pristine suite and fail with test failures on the mutant. Proof runs on the "
+             "host's toolchains (Go 1.26, Python 3.11), not yet in the workspace image, and not yet through "
+             "`opsbench verify-scenarios`: `env_workspace` does not deploy upstream projects yet (its projects "
+             "are the three written for OpsBench), so a generated scenario cannot run live until it does.", ""]
+    data = json.loads(YIELDS.read_text()) if YIELDS.is_file() else {}
+    if not data:
+        return [*lines, "No yields recorded yet (`--record`)."]
+    lines += ["Yields (`--record`; seconds on the shared 2-core machine at the load shown, so they vary with it; "
+              "*per kept* is the whole draw's time over the kept instances, screening of dropped candidates "
+              "included):", "",
+              "| Project | Family | Seed | Candidates | Drawn | Kept | Dropped (reasons) | Seconds | Per kept "
+              "| Load | Date |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    totals: dict[str, list[int]] = {}
+    for key in sorted(data):
+        y = data[key]
+        reasons = ", ".join(f"{why} {n}" for why, n in sorted(y.get("dropped_by_reason", {}).items())) or "-"
+        family = FAMILY_NAMES.get(y["family"], y["family"])
+        lines.append(f"| {y['project']} | {family} | `{y['seed']}` | {y['candidates']} | {y['drawn']} | "
+                     f"{y['kept']} | {reasons} | {y['seconds']} | {y.get('seconds_per_kept') or '-'} | "
+                     f"{y.get('load', '-')} | {y.get('date', '-')} |")
+        t = totals.setdefault(family, [0, 0, 0])
+        t[0] += y["drawn"]
+        t[1] += y["kept"]
+        t[2] += 1 if y["kept"] else 0
+    lines += ["", "Per family: " + "; ".join(f"{fam} {k} kept of {d} drawn over {p} project(s)"
+                                            for fam, (d, k, p) in sorted(totals.items())) + "."]
+    return lines

@@ -14,13 +14,20 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.devops_projects import issue_text, mutate
-from orchestrator.devops_projects.fetch import CONTRACT_FILE
-
-if TYPE_CHECKING:
-    from orchestrator.devops_projects.generate import Generator, Report
+from orchestrator.devops_projects.fetch import CONTRACT_FILE, run_limited
+from orchestrator.devops_projects.tasks import (
+    Draw,
+    Host,
+    Instance,
+    Report,
+    draw_order,
+    instance_id,
+    package_name,
+    verify_tests,
+)
 
 CAPTURE_FILE = "opsbench_capture.json"
 MAX_CALLS = 12
@@ -89,7 +96,7 @@ def _module_name(rel: str) -> str:
     return ".".join(parts)
 
 
-def capture(gen: Generator, targets: list[tuple[str, str, int]]) -> dict[str, list[dict[str, Any]]]:
+def capture(gen: Host, targets: list[tuple[str, str, int]]) -> dict[str, list[dict[str, Any]]]:
     """Run the suite once on the original with the capture plugin; (file, function, line) -> recorded calls."""
     root = gen.bench.root
     (root / "opsbench_capture_plugin.py").write_text(CAPTURE_PLUGIN)
@@ -98,7 +105,6 @@ def capture(gen: Generator, targets: list[tuple[str, str, int]]) -> dict[str, li
     env = {**gen.bench.env(), "PYTHONPATH": f"{'src' if (root / 'src').is_dir() else '.'}:.",
            "OPSBENCH_CAPTURE_TARGETS": json.dumps([[str(root.resolve() / f), n, line] for f, n, line in targets]),
            "OPSBENCH_CAPTURE_OUT": str(out), "OPSBENCH_CAPTURE_MAX": str(MAX_CALLS)}
-    from orchestrator.devops_projects.fetch import run_limited
     run_limited([".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opsbench_capture_plugin"],
                 cwd=root, timeout=gen.project.limits.test_s * 3, env=env, project=gen.project.id, step="capture")
     (root / "opsbench_capture_plugin.py").unlink(missing_ok=True)
@@ -126,9 +132,7 @@ def test_source(module: str, function: str, calls: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def generate(gen: Generator, report: Report, count: int, max_draws: int) -> None:
-    from orchestrator.devops_projects.generate import Draw, Instance, _draw_order, _package, instance_id, verify_tests
-
+def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
     if gen.project.language != "python":
         report.error = (f"project {gen.project.id}, step generate: test-generation tasks are drawn from Python "
                         "projects only so far (the recorded reference test needs Python's profiler)")
@@ -149,7 +153,7 @@ def generate(gen: Generator, report: Report, count: int, max_draws: int) -> None
         line = targets.get((m.path, m.function))
         return calls.get(f"{(bench.root.resolve() / m.path)}|{m.function}|{line}", []) if line else []
     usable = [m for m in candidates if recorded(m)]
-    for m in _draw_order(usable, gen.seed, gen.project.id, "testgen"):
+    for m in draw_order(usable, gen.seed, gen.project.id, "testgen"):
         if len(report.instances) >= count or len(report.draws) >= max_draws:
             break
         draw = Draw("testgen", gen.project.id, m.describe())
@@ -185,20 +189,20 @@ def generate(gen: Generator, report: Report, count: int, max_draws: int) -> None
         call = recorded(m)[index]
         test_edit = {"path": rel, "content": test_source(module, m.function, [call])}
         failure = killed.failed[hits[0]]
-        title, body = issue_text.write_issue(gen.project.id, "python", _package(gen.project), [failure])
+        title, body = issue_text.write_issue(gen.project.id, "python", package_name(gen.project), [failure])
         changed = m.after.strip()
         leaked = issue_text.leaks(title + "\n" + body, [changed] if len(changed) >= 6 else [])
         if leaked:
             draw.reason = f"the bug report would name what it must not: {', '.join(leaked[:3])}"
             continue
         t1 = time.monotonic()
-        why, proof = verify_tests(gen.pristine, gen.tests, [edit], test_edit, gen.check, gen._verify_dir("testgen"))
+        why, proof = verify_tests(gen.pristine, gen.tests, [edit], test_edit, gen.check, gen.verify_dir("testgen"))
         draw.verify_s = round(time.monotonic() - t1, 2)
         if why:
             draw.reason = f"verify: {why}"
             continue
         iid = instance_id("testgen", gen.project.id, draw.what)
-        goal = (f"A bug is reported in the project at /workspace/{gen.project.id} (python, {_package(gen.project)} "
+        goal = (f"A bug is reported in the project at /workspace/{gen.project.id} (python, {package_name(gen.project)} "
                 f"{gen.project.source.version}):\n\n> {title}\n>\n"
                 + "\n".join(f"> {line}".rstrip() for line in body.splitlines())
                 + "\n\nWrite a test that reproduces this bug: it must fail on the code as it is now and pass once the "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate
+from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, tasks
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.errors import OpsBenchError
 
@@ -166,16 +166,16 @@ def test_build_causes_on_real_shaped_build_files(tmp_path: Path) -> None:
 
 def test_the_draw_order_depends_on_seed_project_and_family_only() -> None:
     items = list(range(40))
-    a = generate._draw_order(items, "s1", "go-semver", "issue")
-    assert a == generate._draw_order(items, "s1", "go-semver", "issue")
-    assert a != generate._draw_order(items, "s2", "go-semver", "issue")
-    assert a != generate._draw_order(items, "s1", "go-semver", "testgen")
+    a = tasks.draw_order(items, "s1", "go-semver", "issue")
+    assert a == tasks.draw_order(items, "s1", "go-semver", "issue")
+    assert a != tasks.draw_order(items, "s2", "go-semver", "issue")
+    assert a != tasks.draw_order(items, "s1", "go-semver", "testgen")
     assert sorted(a) == items
 
 
 def test_an_instance_is_written_as_a_scenario_in_the_hand_written_shape(tmp_path: Path) -> None:
     edit = {"path": "pkg/sample.py", "old": "    if value < low:\n", "new": "    if value <= low:\n"}
-    inst = generate.Instance("devops-gen-issue-python-idna-0123abcd", "issue", "python-idna", "python",
+    inst = tasks.Instance("devops-gen-issue-python-idna-0123abcd", "issue", "python-idna", "python",
                              "`clamp` in idna gives a wrong result", "A user filed this issue:\n\n> text\n", [edit],
                              {"task": "resolve-issue", "kind": "fix", "project": "python-idna"},
                              [{"path": edit["path"], "old": edit["new"], "new": edit["old"]}],
