@@ -87,7 +87,7 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
 @click.option("--count", type=click.IntRange(1, 500), default=5, show_default=True,
               help="Verified instances wanted per project and family.")
 @click.option("--max-draws", type=click.IntRange(0, 5000), default=0,
-              help="Candidates tried at most per project and family (default 6 x count + 10).")
+              help="Candidates tried at most per project and family (default 6 x count + 10, 20 x for testgen).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Where the instances go: one scenario folder each, and yields.json.")
 @click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path), default=None,

@@ -147,23 +147,24 @@ class Bench:
 
     # -- test runs ---------------------------------------------------------------------------------------------
 
-    def run(self, timeout: float | None = None) -> Suite:
+    def run(self, timeout: float | None = None, only: str = "") -> Suite:
+        """The tests (Python: only the test file `only` when given) on the tree as it is now."""
         limit = timeout if timeout is not None else max(20.0, 5 * self.baseline_s + 10)
         started = time.monotonic()
         try:
-            suite = self._run_python(limit) if self.project.language == "python" else self._run_go(limit)
+            suite = self._run_python(limit, only) if self.project.language == "python" else self._run_go(limit)
         except StepFailed as exc:
             suite = Suite(broken=f"the tests did not finish in {limit:.0f} s" if "time limit" in str(exc)
                           else str(exc))
         suite.seconds = round(time.monotonic() - started, 2)
         return suite
 
-    def _run_python(self, limit: float) -> Suite:
+    def _run_python(self, limit: float, only: str = "") -> Suite:
         report = self.root / REPORT
         report.unlink(missing_ok=True)
         src = "src" if (self.root / "src").is_dir() else "."
         proc = run_limited([".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=long",
-                            f"--junitxml={REPORT}"], cwd=self.root, timeout=limit,
+                            f"--junitxml={REPORT}", *([only] if only else [])], cwd=self.root, timeout=limit,
                            env={**self.env(), "PYTHONPATH": src}, project=self.project.id, step="screen")
         if not report.is_file():
             return Suite(broken=f"pytest left no report (exit {proc.returncode}): {proc.stdout.strip()[-400:]}")

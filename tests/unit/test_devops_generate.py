@@ -5,6 +5,7 @@ mutated code), the build causes on sample build files, the seeded draw order, an
 from __future__ import annotations
 
 import ast
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import yaml
 from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, tasks
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.errors import OpsBenchError
+from orchestrator.spec import load_scenario
 
 SAMPLE = '''"""A tiny sample module."""
 
@@ -180,7 +182,11 @@ def test_an_instance_is_written_as_a_scenario_in_the_hand_written_shape(tmp_path
                              {"task": "resolve-issue", "kind": "fix", "project": "python-idna"},
                              [{"path": edit["path"], "old": edit["new"], "new": edit["old"]}],
                              provenance={"hidden_tests": ["tests/test_x.py::test_clamp"]}, proof={"untouched": {}})
-    folder = generate.write_instance(inst, tmp_path)
+    pristine = tmp_path / "pristine"
+    (pristine / "pkg").mkdir(parents=True)
+    (pristine / "pkg" / "sample.py").write_text(SAMPLE)
+    folder = generate.write_instance(inst, tmp_path / "out", pristine)
+    load_scenario(folder / "scenario.yaml")  # the scenario schema holds
     scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
     truth = yaml.safe_load((folder / "ground_truth.yaml").read_text())
     assert scenario["metadata"]["class"] == "issue-resolving" and scenario["metadata"]["domain"] == "DevOps"
@@ -188,5 +194,8 @@ def test_an_instance_is_written_as_a_scenario_in_the_hand_written_shape(tmp_path
     assert scenario["faults"][0]["args"]["edits"] == [edit]
     assert scenario["reference"][0]["role"] == "solve_workspace_edit"
     assert truth["workspace"]["stages"] == [{"task": "resolve-issue", "kind": "fix", "project": "python-idna"}]
+    manifest = scenario["checks"]["manifestation"][0]["args"]["command"]
+    digest = hashlib.sha256(mutate.apply_edit(SAMPLE, edit).encode()).hexdigest()
+    assert manifest == f"echo '{digest}  pkg/sample.py' | sha256sum -c --status"
     visible = (folder / "scenario.yaml").read_text().split("tasks:", 1)[1].split("budget:", 1)[0]
     assert "test_clamp" not in visible and "<=" not in visible  # the goal names neither test nor mutation
