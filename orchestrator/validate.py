@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
+from orchestrator.arglimits import limit_problems
 from orchestrator.argspecs import check_role_args, role_dir, value_kind
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import Problem, SpecInvalid
@@ -62,11 +63,15 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
     if role_dir(env_role).is_dir() and not (role_dir(env_role) / "tasks" / "teardown.yml").is_file():
         out.append(Problem(f, "$.environment.application", f"role '{env_role}' has no teardown entry point"))
 
+    topo = load_topology(data["environment"]["application"], scn.backend)
+    env_args = data["environment"].get("args") or {}
     for i, fault in enumerate(scn.faults):
         found: list[Problem] = []
         for entry in ("inject", "remove"):
             found += _role_problems(f, f"$.faults[{i}].args", fault["role"], entry, fault["args"])
         out += list(dict.fromkeys(found))  # inject and remove share options: report each once
+        if not found and isinstance(env_args, dict):  # bounds the environment sets (meta/limits.yml)
+            out += limit_problems(f, i, fault["role"], fault["args"], topo, env_args)
     out += _duplicates(f, "$.faults", [x["name"] for x in scn.faults])
     out += distractor_role_problems(scn)
     for i, ref in enumerate(scn.reference):

@@ -24,8 +24,11 @@ from orchestrator.yamlfile import read_yaml
 
 EFFECTS_FILE = Path("meta") / "effects.yml"
 CALLER_ALERTS = {"errors": "ServiceErrorRateHigh", "latency": "ServiceLatencyHigh"}
-ENTRY_ALERTS = {"errors": "CustomerErrorsHigh"}
+ENTRY_ALERTS = {"errors": "CustomerErrorsHigh", "rejections": "CustomerErrorsHigh"}
 """What the entry service (the one users reach) shows: users see errors, not the entry's own latency alert."""
+CALLER_EFFECTS = ("errors", "latency", "rejections")
+"""`rejections`: 4xx answers (a rate limit's 429, a 404 from the wrong service) that callers pass on with their
+status: no service's 5xx alert fires on the way, only the users' error alert at the entry."""
 REQUIRED = ("mechanism", "target_kinds", "fault_type", "layer", "target_alerts", "caller_effects", "condition",
             "effect")
 BENIGN_REQUIRED = ("mechanism", "target_arg", "target_kinds")
@@ -87,8 +90,8 @@ class EffectModel:
 
     def alert_names(self) -> set[str]:
         names = {a for alerts in self.target_alerts.values() for a in alerts}
-        names |= {CALLER_ALERTS[e] for e in self.caller_effects} | {ENTRY_ALERTS[e] for e in self.caller_effects
-                                                                    if e in ENTRY_ALERTS}
+        names |= {CALLER_ALERTS[e] for e in self.caller_effects if e in CALLER_ALERTS}
+        names |= {ENTRY_ALERTS[e] for e in self.caller_effects if e in ENTRY_ALERTS}
         return names
 
 
@@ -163,8 +166,8 @@ def load_effect_model(role: str) -> EffectModel:
     if data.get("dependency") and data.get("dependency_arg"):
         problems.append(Problem(str(path), "$.dependency", "give either dependency or dependency_arg"))
     effects = data.get("caller_effects", [])
-    if not isinstance(effects, list) or any(e not in CALLER_ALERTS for e in effects):
-        problems.append(Problem(str(path), "$.caller_effects", f"a list of {', '.join(CALLER_ALERTS)}"))
+    if not isinstance(effects, list) or any(e not in CALLER_EFFECTS for e in effects):
+        problems.append(Problem(str(path), "$.caller_effects", f"a list of {', '.join(CALLER_EFFECTS)}"))
     alerts = data.get("target_alerts", {})
     if not isinstance(alerts, dict) or "default" not in alerts or not all(
             isinstance(v, list) and all(isinstance(a, str) for a in v) for v in alerts.values()):
@@ -273,16 +276,18 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     """The ground-truth parts an instance of `model` on `target` implies: entities (with the root cause), alerts,
     propagations, faults, mitigations, evidence, and the propagation length and technologies of its chain. A
     fault on one call path (`source` calls `target`) travels from the target through that caller only. `args`
-    (the fault's arguments) name the dependency of a model with `dependency_arg`."""
-    instances = topo.instances(target)
+    (the fault's arguments) name the dependency of a model with `dependency_arg`. A target that is one instance of
+    a service with several (a canary) is the root cause itself; the chain starts at its service."""
+    walk = topo.service_of(target)
+    instances = topo.instances(target) if walk == target else [target]
     own = instances[0] if len(instances) == 1 and model.root_cause == "instance" else target
     root = model.cause or own
     dependency = model.dependency_in(args)
     dependency = dependency if dependency in topo.entities else None  # an address no entity answers names none
     fill = {"target": target, "source": source or "", "cause": model.cause or "", "dependency": dependency or ""}
-    on = instances if model.alerts_on == "instances" else [target]
-    alerts = [{"name": a, "entity": where} for a in model.alerts_for(topo.tech(target)) for where in on]
-    paths = [[target, *p] for p in topo.paths_to_entry(source)] if source else topo.paths_to_entry(target)
+    on = instances if model.alerts_on == "instances" else [walk]
+    alerts = [{"name": a, "entity": where} for a in model.alerts_for(topo.tech(walk)) for where in on]
+    paths = [[walk, *p] for p in topo.paths_to_entry(source)] if source else topo.paths_to_entry(walk)
     cut: list[list[str]] = []
     for path in paths:  # a caller that degrades gracefully ends the chain
         end = next((i + 2 for i in range(len(path) - 1) if (path[i + 1], path[i]) in topo.degrades), len(path))
@@ -314,12 +319,12 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     entities += [{"id": s, "aliases": aliases(topo, s)} for s in involved]
     propagations = [{"source": src, "target": dst, "condition": model.condition.format(**fill),
                      "effect": effect.format(**fill)} for src, dst, effect in first]
-    propagations += [{"source": own if callee == target else callee, "target": caller,
-                      "condition": model.condition.format(**fill) if callee == target and not model.cause
+    propagations += [{"source": own if callee == walk else callee, "target": caller,
+                      "condition": model.condition.format(**fill) if callee == walk and not model.cause
                       else f"{callee} fails",
                       "effect": model.effect.format(**{**fill, "caller": caller, "target": callee})}
                      for callee, caller in chain]
-    techs = sorted({t for s in [target, *involved, root] if (t := topo.tech(s))} | {"podman"})
+    techs = sorted({t for s in [walk, *involved, root] if (t := topo.tech(s))} | {"podman"})
     return {
         "alerts": alerts,
         "evidence": sorted({f"alert:{a['name']}" for a in alerts}),

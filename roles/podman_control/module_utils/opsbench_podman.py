@@ -51,6 +51,8 @@ def run_args(c, p, extra_labels=None):
         args += ["--mount", mount]
     for pub in c.get("publish") or []:
         args += ["--publish", pub]
+    for entry in c.get("add_hosts") or []:  # "name:address" lines in the container's /etc/hosts
+        args += ["--add-host", entry]
     if c.get("stop_signal"):
         args += ["--stop-signal", str(c["stop_signal"])]
     if c.get("cpus"):
