@@ -82,7 +82,7 @@ test-full: test reliability
 # reliability checks that `make test` also runs (fuzzing, isolation audit, secrets scanner). See docs/reliability.md.
 reliability:
 	@$(BIN)/pytest -m reliability tests/e2e/test_reliability.py tests/e2e/test_idempotence.py tests/e2e/test_secrets.py \
-	  tests/e2e/test_corpus_live.py tests/e2e/test_finops_cost.py \
+	  tests/e2e/test_corpus_live.py tests/e2e/test_finops_cost.py tests/e2e/test_devops_generate_live.py \
 	  $(PYTEST_ARGS)
 	@OPSBENCH_E2E_FAULTS=all $(BIN)/pytest tests/e2e/test_faults.py $(PYTEST_ARGS)
 	@$(BIN)/pytest -s tests/unit/test_fuzz_specs.py tests/unit/test_fuzz_outputs.py tests/unit/test_fuzz_gateway_api.py \
