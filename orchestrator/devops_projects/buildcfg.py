@@ -1,12 +1,13 @@
 """Build-config tasks on a real project's own build files: the build causes of the hand-written `devops-build-*`
-scenarios (docs/devops.md, Families), applied to go.mod, pyproject.toml, setup.cfg and setup.py as upstream wrote
-them. Each candidate is a set of exact edits and the reference that undoes them; whether the broken build really
-fails and the reference really passes is for the generator's `verify` to prove.
+scenarios (docs/devops.md, Families), applied to go.mod, pom.xml, pyproject.toml, setup.cfg and setup.py as
+upstream wrote them. Each candidate is a set of exact edits and the reference that undoes them; whether the broken
+build really fails and the reference really passes is for the generator's `verify` to prove.
 
 Causes: `unresolvable-pin` (a dependency pinned to a version the offline caches do not hold), `missing-dependency`
 (the build backend dropped from the build requirements), `conflict-markers` (an unresolved merge left in the build
 file), `toolchain-target` (a language version newer than any installed toolchain), `build-variable` (a build
-setting pointing at a path that does not exist: a go.work naming a missing module).
+setting pointing at a path that does not exist: a go.work naming a missing module, a .mvn/maven.config naming
+a missing settings file).
 """
 
 from __future__ import annotations
@@ -126,6 +127,48 @@ def _go(tree: Path) -> list[Candidate]:
     return out
 
 
+def _java(tree: Path) -> list[Candidate]:
+    out: list[Candidate] = []
+    text = (tree / "pom.xml").read_text(encoding="utf-8")
+    deps = re.search(r"<dependencies>.*?</dependencies>", text[:text.find("<build>")] if "<build>" in text
+                     else text, re.S)
+    if deps:
+        for block in re.finditer(r"[ \t]*<dependency>.*?</dependency>[ \t]*\n", deps.group(0), re.S):
+            start, end = deps.start() + block.start(), deps.start() + block.end()
+            artifact = re.search(r"<artifactId>([^<]+)</artifactId>", block.group(0))
+            name = artifact.group(1) if artifact else "?"
+            edit = unique_edit(text, start, end, "", "pom.xml")
+            out.append(Candidate("missing-dependency", f"pom.xml: the {name} dependency removed", [edit],
+                                 [{"path": "pom.xml", "old": edit["new"], "new": edit["old"]}]))
+            version = re.search(r"<version>([^<$]+)</version>", block.group(0))
+            if version:
+                vs, ve = start + version.start(1), start + version.end(1)
+                edit = unique_edit(text, vs, ve, version.group(1) + ".99", "pom.xml")
+                out.append(Candidate("unresolvable-pin", f"pom.xml: {name} {version.group(1)}.99", [edit],
+                                     [{"path": "pom.xml", "old": edit["new"], "new": edit["old"]}]))
+    for release in ("21",):
+        pair = _line_edit(text, "pom.xml", r"^(\s*)(<maven\.compiler\.source>[^<]*</maven\.compiler\.source>)",
+                          r"\1\2\n\1<maven.compiler.release>" + release + "</maven.compiler.release>")
+        if pair:
+            out.append(Candidate("toolchain-target", f"pom.xml: maven.compiler.release {release}", [pair[0]],
+                                 [pair[1]]))
+        pair = _line_edit(text, "pom.xml", r"(<maven\.compiler\.target>)[^<]*(</maven\.compiler\.target>)",
+                          r"\g<1>" + release + r"\g<2>")
+        if pair:
+            out.append(Candidate("toolchain-target", f"pom.xml: maven.compiler.target {release}", [pair[0]],
+                                 [pair[1]]))
+    conflict = _conflict(text, "pom.xml", r"^\s*<maven\.compiler\.source>[^<]*</maven\.compiler\.source>\s*$",
+                         "    <maven.compiler.source>11</maven.compiler.source>")
+    if conflict:
+        out.append(conflict)
+    if not (tree / ".mvn").exists():
+        for settings in ("/opt/maven/settings-offline.xml", "/etc/maven/settings-ci.xml"):
+            out.append(Candidate("build-variable", f".mvn/maven.config: --settings={settings} (missing)",
+                                 [{"path": ".mvn/maven.config", "content": f"--settings={settings}\n"}],
+                                 [{"path": ".mvn/maven.config", "delete": True}]))
+    return out
+
+
 def candidates(project: Project, tree: Path) -> list[Candidate]:
     """Every build-cause candidate of the project's build files, in a fixed order."""
     if project.language == "python":
@@ -133,5 +176,5 @@ def candidates(project: Project, tree: Path) -> list[Candidate]:
     elif project.language == "go":
         found = _go(tree)
     else:
-        found = []
+        found = _java(tree)
     return sorted(found, key=lambda c: (c.cause, c.detail))

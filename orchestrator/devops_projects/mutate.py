@@ -50,13 +50,16 @@ class Mutation:
 
 def unique_edit(text: str, start: int, end: int, replacement: str, path: str) -> dict[str, str]:
     """The edit replacing text[start:end] (character offsets) by `replacement`, its `old` the whole lines around
-    the span, grown a line at a time (above, then below) until it occurs exactly once in `text`."""
+    the span, grown a line at a time (above, then below) until it occurs exactly once in `text` and its `new` once
+    in the result (so the reverse edit, which restores the original, is exact too)."""
     lo = text.rfind("\n", 0, start) + 1
     hi = text.find("\n", end)
     hi = len(text) if hi < 0 else hi + 1
     while True:
         old = text[lo:hi]
-        if text.count(old) == 1:
+        new = text[lo:start] + replacement + text[end:hi]
+        result = text[:lo] + new + text[hi:]
+        if text.count(old) == 1 and new and result.count(new) == 1:
             break
         if lo == 0 and hi == len(text):
             break
@@ -65,7 +68,6 @@ def unique_edit(text: str, start: int, end: int, replacement: str, path: str) ->
         if hi < len(text):
             nxt = text.find("\n", hi)
             hi = len(text) if nxt < 0 else nxt + 1
-    new = text[lo:start] + replacement + text[end:hi]
     return {"path": path, "old": old, "new": new}
 
 

@@ -18,6 +18,7 @@ from orchestrator.devops_projects import mutate
 from orchestrator.devops_projects.bench import Bench, Suite
 from orchestrator.devops_projects.fetch import CONTRACT_FILE, FETCHED, Cache, StepFailed, run_limited
 from orchestrator.devops_projects.run import contract_meta
+from orchestrator.errors import OpsBenchError
 from orchestrator.evaluation.workspace import count_report, files_of, prepare_fix, prepare_variant
 
 
@@ -142,7 +143,7 @@ def same_tree(a: Path, b: Path) -> bool:
     return all((a / rel).read_bytes() == (b / rel).read_bytes() for rel in mine if not (a / rel).is_symlink())
 
 
-def verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[dict[str, Any]],
+def _verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[dict[str, Any]],
                reference: list[dict[str, Any]], check: Callable[[Path], tuple[int, int, int, bool]],
                work: Path, *, visible_must_pass: bool) -> tuple[str, dict[str, Any]]:
     """('' when proven, else why not, the figures) for a `fix` stage: the workspace as given (its own tests green
@@ -178,7 +179,7 @@ def verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[dic
     return "", proof
 
 
-def verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]], test_edit: dict[str, Any],
+def _verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]], test_edit: dict[str, Any],
                  check: Callable[[Path], tuple[int, int, int, bool]], work: Path) -> tuple[str, dict[str, Any]]:
     """('' when proven, else why not, the figures) for a `write-tests` stage: the reference test, put into the
     pristine project with the bug and without, as evaluate_workspace does, fails there and passes here (with more
@@ -233,3 +234,22 @@ class Host(Protocol):
     def verify_dir(self, name: str) -> Path: ...
 
     def say(self, message: str) -> None: ...
+
+
+def verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[dict[str, Any]],
+               reference: list[dict[str, Any]], check: Callable[[Path], tuple[int, int, int, bool]],
+               work: Path, *, visible_must_pass: bool) -> tuple[str, dict[str, Any]]:
+    """_verify_fix, with an edit that does not apply (text not found once) a reason, not an error."""
+    try:
+        return _verify_fix(pristine, meta, tests, fault, reference, check, work, visible_must_pass=visible_must_pass)
+    except OpsBenchError as exc:
+        return f"an edit does not apply: {exc}", {}
+
+
+def verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]], test_edit: dict[str, Any],
+                 check: Callable[[Path], tuple[int, int, int, bool]], work: Path) -> tuple[str, dict[str, Any]]:
+    """_verify_tests, with an edit that does not apply a reason, not an error."""
+    try:
+        return _verify_tests(pristine, tests, bug, test_edit, check, work)
+    except OpsBenchError as exc:
+        return f"an edit does not apply: {exc}", {}

@@ -199,3 +199,12 @@ def test_an_instance_is_written_as_a_scenario_in_the_hand_written_shape(tmp_path
     assert manifest == f"echo '{digest}  pkg/sample.py' | sha256sum -c --status"
     visible = (folder / "scenario.yaml").read_text().split("tasks:", 1)[1].split("budget:", 1)[0]
     assert "test_clamp" not in visible and "<=" not in visible  # the goal names neither test nor mutation
+
+
+def test_a_removal_keeps_enough_context_for_its_reverse_to_be_exact() -> None:
+    text = "a\n<dep>\nx\n</dep>\nb\n<dep>\ny\n</dep>\nc\n"
+    start = text.index("<dep>\ny")
+    edit = mutate.unique_edit(text, start, start + len("<dep>\ny\n</dep>\n"), "", "pom.xml")
+    broken = mutate.apply_edit(text, edit)
+    assert broken == "a\n<dep>\nx\n</dep>\nb\nc\n"
+    assert mutate.apply_edit(broken, {"path": "pom.xml", "old": edit["new"], "new": edit["old"]}) == text
