@@ -107,18 +107,24 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
     from orchestrator.devops_projects.fetch import Cache, StepFailed
     from orchestrator.devops_projects.generate import FAMILIES, YIELDS, record_yields
     from orchestrator.devops_projects.generate import generate as draw
+    from orchestrator.devops_projects.tasks import Report
 
     def echo(msg: str) -> None:
         click.echo(msg, err=True)
 
+    def recorded(report: Report) -> None:
+        if record:  # after each project and family: an interrupted run keeps what it finished
+            record_yields([report])
+
     try:
         reports = draw(list(project_ids), list(families or FAMILIES), seed, count, out.resolve(),
-                       max_draws=max_draws, cache=Cache(cache_dir.resolve()) if cache_dir else None, say=echo)
+                       max_draws=max_draws, cache=Cache(cache_dir.resolve()) if cache_dir else None, say=echo,
+                       done=recorded)
     except StepFailed as exc:
         raise click.ClickException(str(exc)) from None
     summaries = [r.summary() for r in reports]
     if record:
-        click.echo(f"recorded {len(record_yields(reports))} yield(s) in {YIELDS}", err=True)
+        click.echo(f"recorded {len(reports)} yield(s) in {YIELDS}", err=True)
     if as_json:
         emit_json({"out": str(out), "seed": seed, "yields": summaries})
     else:

@@ -336,9 +336,20 @@ def write_instance(inst: Instance, out: Path, pristine: Path | None = None) -> P
     return folder
 
 
+def _write_yields(out: Path, reports: list[Report]) -> None:
+    """Merge the reports' yields (with every draw and its reason) into out/yields.json, after each project and
+    family: an interrupted run keeps what it finished."""
+    yields = out / "yields.json"
+    previous = json.loads(yields.read_text()) if yields.is_file() else {}
+    for r in reports:
+        previous[f"{r.project}/{r.family}"] = {**r.summary(), "draws": [asdict(d) for d in r.draws]}
+    yields.write_text(json.dumps(previous, indent=2, sort_keys=True) + "\n")
+
+
 def generate(project_ids: list[str], families: list[str], seed: str, count: int, out: Path, *,
              max_draws: int = 0, cache: Cache | None = None, work: Path | None = None,
-             say: Callable[[str], None] = lambda _m: None) -> list[Report]:
+             say: Callable[[str], None] = lambda _m: None,
+             done: Callable[[Report], None] = lambda _r: None) -> list[Report]:
     """Draw, verify and write up to `count` instances per project and family into `out` (one folder each, plus
     `yields.json`); `max_draws` caps the candidates tried (default 6 x count + 10; 20 x count + 10 for testgen)."""
     catalogue = cat.load()
@@ -364,12 +375,8 @@ def generate(project_ids: list[str], families: list[str], seed: str, count: int,
                 for inst in report.instances:
                     write_instance(inst, out, cache.tree(project))
                 reports.append(report)
-    yields = out / "yields.json"
-    previous = json.loads(yields.read_text()) if yields.is_file() else {}
-    for r in reports:
-        previous[f"{r.project}/{r.family}"] = {**r.summary(),
-                                                "draws": [asdict(d) for d in r.draws]}
-    yields.write_text(json.dumps(previous, indent=2, sort_keys=True) + "\n")
+                _write_yields(out, [report])
+                done(report)
     return reports
 
 
