@@ -60,12 +60,16 @@ FAMILY_INTRO = {
                "changes a page's script or style (see cuj.md).",
     "distractor": "Benign changes at incident time that are not a cause (`faults[].distractor`, drawn by "
                   "`vary.distractors`: generation.md).",
+    "noise": "Background anomalies that keep running while the agent works (the spec's `noise` section, roles "
+             "`noise_*`): started after the faults, removed before them, never a cause (authoring.md).",
     "other": "Roles whose name matches no family prefix (see FAULT_FAMILIES in orchestrator/docgen.py).",
 }
 
 
 def fault_family(role: str) -> str:
     """The family of a fault role, from its name (``fault_redis_oom`` -> dependency)."""
+    if role.startswith("noise_"):
+        return "noise"
     name = role.removeprefix("fault_")
     for prefix, family in FAULT_FAMILIES:
         if name == prefix or name.startswith(prefix + "_"):
@@ -234,7 +238,9 @@ def _scenario_id(spec: dict[str, Any]) -> str:
 
 
 def _fault_roles() -> list[str]:
-    return sorted(p.name for p in paths.ROLES_DIR.glob("fault_*") if p.is_dir())
+    """The fault roles, then the noise roles (listed in the same catalog: same entry points, same options)."""
+    return [*sorted(p.name for p in paths.ROLES_DIR.glob("fault_*") if p.is_dir()),
+            *sorted(p.name for p in paths.ROLES_DIR.glob("noise_*") if p.is_dir())]
 
 
 def _option_type(opt: dict[str, Any]) -> str:
@@ -246,7 +252,7 @@ def render_faults() -> str:
     """docs/faults.md: every fault role, grouped by family, with its options and scenarios."""
     used_by: dict[str, list[str]] = {}
     for spec, _gt in _scenarios():
-        for fault in spec.get("faults") or []:
+        for fault in [*(spec.get("faults") or []), *(spec.get("noise") or [])]:
             users = used_by.setdefault(str(fault.get("role")), [])
             if _scenario_id(spec) not in users:
                 users.append(_scenario_id(spec))
@@ -264,7 +270,8 @@ def render_faults() -> str:
         "`orchestrator/docgen.py`). Options are named as a scenario spec passes them in "
         "`faults[].args`, without the role prefix. How to write a fault: [authoring.md](authoring.md).",
         "",
-        f"**{sum(len(roles) for roles in families.values())} fault roles**: "
+        f"**{sum(len(roles) for family, roles in families.items() if family != 'noise')} fault roles**"
+        + (f" and {len(families['noise'])} noise roles" if "noise" in families else "") + ": "
         + ", ".join(f"{family} {len(families[family])}" for family in order) + ".",
         "",
         "| Family | Role | What it does | Scenarios |",
@@ -405,6 +412,10 @@ def render_scenarios() -> str:
                     for f in spec.get("faults") or []]
         if injected:
             sections += ["", "Faults, in injection order: " + "; ".join(injected) + "."]
+        noise = [f"`{n.get('name')}`: [`{n.get('role')}`](faults.md#{n.get('role')}) `{_flow(n.get('args') or {})}`"
+                 for n in spec.get("noise") or []]
+        if noise:
+            sections += ["", "Noise while the agent works: " + "; ".join(noise) + "."]
         if isinstance(vary := spec.get("vary"), dict):
             sections += ["", "A template ([generation.md](generation.md)): "
                          + _vary_text(vary, spec.get("faults") or []) + "."]

@@ -34,6 +34,9 @@ DECIDERS = (("diagnosis", "fl_pass"), ("mitigation", "mitigation_pass"), ("finop
             ("ciso", "ciso_pass"), ("ciso_kyverno", "ciso_pass"), ("workspace", "workspace_pass"))
 # Further per-trial means in the results and the leaderboard (CUJBench outcome and process metrics).
 EXTRA_METRICS = (("diagnosis", "a_at_1"), ("diagnosis", "pcw"), ("diagnosis", "evidence_recall"),
+                 # How often an agent blamed a distractor (a benign change at incident time) as a root cause, over
+                 # the trials of scenarios that have one; and how many non-causes it blamed per trial.
+                 ("diagnosis", "distractor_blamed"), ("diagnosis", "false_positives"),
                  ("process", "submitted"), ("process", "calls"), ("process", "tool_coverage"),
                  ("process", "extra_calls"), ("process", "invalid_actions"),
                  ("process", "input_tokens"), ("process", "output_tokens"),
@@ -385,13 +388,15 @@ def render_leaderboard(rows: Sequence[dict[str, Any]], k: int = 1) -> str:
 
 def render_results(rows: Sequence[dict[str, Any]]) -> str:
     headers = ["AGENT", "SCENARIO", "LEVEL", "N", "C", "WRONG", "NO-SUB", "MALF", "EXCL", "PASS@1 (%)", "PASS@N",
-               "FL (NTAM)", "FPC (NTAM)", "AGENT TIME (s)", "MTTD (s)"]
+               "FL (NTAM)", "FPC (NTAM)", "AGENT TIME (s)", "MTTD (s)", "BLAMED DISTRACTOR (%)"]
     return table(headers, [
         [r["agent"], r["scenario"], r["complexity"], r["n"], r["c"], r["wrong"], r["no_submission"], r["malformed"],
          r["excluded"], pm(r["pass_rate"], r["pass_rate_se"], 100),
          f"{r['pass_at'][r['n']]:.2f}" if r["n"] else "—", pm(r["ntam_fl"], r["ntam_fl_se"]),
          pm(r["ntam_fpc"], r["ntam_fpc_se"]), pm(r["agent_time"], r["agent_time_se"], digits=1),
-         pm(r["mttd"], r["mttd_se"], digits=1)] for r in rows])
+         pm(r["mttd"], r["mttd_se"], digits=1),
+         # — for a scenario without a distractor
+         "—" if r.get("distractor_blamed") is None else f"{100 * r['distractor_blamed']:.0f}"] for r in rows])
 
 
 def render_breakdown(rows: Sequence[dict[str, Any]], k: int = 1) -> str:

@@ -80,6 +80,11 @@ def trial_vars(scn: Scenario) -> dict[str, Any]:
             {"name": f["name"], "role": f["role"], "vars": resolve_role_vars(f["role"], "inject", f["args"])}
             for f in scn.faults
         ],
+        # Started after the faults, removed before them (playbooks/inject.yml, remove.yml).
+        "noise": [
+            {"name": n["name"], "role": n["role"], "vars": resolve_role_vars(n["role"], "inject", n["args"])}
+            for n in scn.noise
+        ],
         "checks": {
             phase: [{"name": c["name"], "role": c["role"], "timeout": c["timeout"],
                      "vars": resolve_role_vars(c["role"], "main", c["args"])}
@@ -150,6 +155,7 @@ def step_extravars(state: dict[str, Any], step: str) -> dict[str, Any]:
         ev["opsbench_checks"] = v["checks"][step]
     elif step in ("inject", "remove"):
         ev["opsbench_faults"] = v["faults"]
+        ev["opsbench_noise"] = v.get("noise", [])  # a run.json from before noise existed has none
     elif step == "handover":
         ev["opsbench_manifest"] = v["manifest"]
         ev["opsbench_tool_profile"] = state.get("tool_profile", "full")

@@ -70,6 +70,11 @@ class Scenario:
         return [{"args": {}, **f} for f in self.data["faults"]]
 
     @property
+    def noise(self) -> list[dict[str, Any]]:
+        """Background noise kept running while the agent works (`noise`): empty when the scenario has none."""
+        return [{"args": {}, **n} for n in self.data.get("noise", [])]
+
+    @property
     def reference(self) -> list[dict[str, Any]]:
         """The reference solution's roles (verify-scenarios): empty when the scenario has none."""
         return [{"args": {}, **r} for r in self.data.get("reference", [])]

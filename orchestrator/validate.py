@@ -74,6 +74,7 @@ def semantic_problems(scn: Scenario) -> list[Problem]:
             out += limit_problems(f, i, fault["role"], fault["args"], topo, env_args)
     out += _duplicates(f, "$.faults", [x["name"] for x in scn.faults])
     out += distractor_role_problems(scn)
+    out += noise_problems(scn)
     for i, ref in enumerate(scn.reference):
         out += _role_problems(f, f"$.reference[{i}].args", ref["role"], "main", ref["args"])
     out += _duplicates(f, "$.reference", [x["name"] for x in scn.reference])
@@ -177,6 +178,7 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
     if gt.get("incident", True) and not any(e.get("rootCause") for e in gt["entities"]):
         problems.append(Problem(g, "$.entities", "an incident needs at least one entity with rootCause: true"))
     problems += distractor_truth_problems(scn, gt, topo)
+    problems += noise_truth_problems(scn, gt, topo)
     # The manifestation gate waits for alerts; each must be one the ground truth expects, so the
     # evaluator and the gate never disagree about what the incident looks like.
     expected = {a["name"] for a in gt.get("alerts", [])}
@@ -214,6 +216,54 @@ def distractor_role_problems(scn: Scenario) -> list[Problem]:
         elif benign and not marked:
             out.append(Problem(str(scn.path), f"$.faults[{i}].distractor", f"role {fault['role']} makes a benign "
                                "change that is never a cause: mark the fault `distractor: true`"))
+    return out
+
+
+NOISE_ENTITY_ARGS = ("target", "source")
+"""The arguments of a noise role that name an entity it acts on: none may be a root cause."""
+
+
+def noise_problems(scn: Scenario) -> list[Problem]:
+    """Each noise entry's role exists with an `inject` and a `remove` task (the remove step must be able to take
+    it out again, whatever ended the run) and accepts its args; names are unique among faults and noise (they
+    name the saved state and helper containers)."""
+    f = str(scn.path)
+    out: list[Problem] = []
+    for i, item in enumerate(scn.noise):
+        role = item["role"]
+        if not role_dir(role).is_dir():
+            out.append(Problem(f, f"$.noise[{i}].role", f"role '{role}' does not exist under {paths.ROLES_DIR}"))
+            continue
+        missing = [e for e in ("inject", "remove") if not (role_dir(role) / "tasks" / f"{e}.yml").is_file()]
+        if missing:
+            out.append(Problem(f, f"$.noise[{i}].role", f"noise role '{role}' has no {' and no '.join(missing)} "
+                               f"task (tasks/{missing[0]}.yml): noise is started by inject and must be removed "
+                               "at the end like a fault"))
+            continue
+        found: list[Problem] = []
+        for entry in ("inject", "remove"):
+            found += _role_problems(f, f"$.noise[{i}].args", role, entry, item["args"])
+        out += list(dict.fromkeys(found))
+    out += _duplicates(f, "$.noise", [x["name"] for x in (*scn.faults, *scn.noise)]
+                       ) if scn.noise else []
+    return out
+
+
+def noise_truth_problems(scn: Scenario, gt: dict[str, Any], topo: dict[str, Any]) -> list[Problem]:
+    """No entity a noise entry acts on is a root cause: noise is unrelated to the incident by definition, and noise
+    on the cause would change the incident the ground truth describes."""
+    from orchestrator.generation.effects import Topology
+
+    graph = Topology(topo)
+    roots = {graph.service_of(e["id"]) for e in gt["entities"] if e.get("rootCause")}
+    out: list[Problem] = []
+    for i, item in enumerate(scn.noise):
+        for arg in NOISE_ENTITY_ARGS:
+            value = item["args"].get(arg)
+            if isinstance(value, str) and graph.service_of(value) in roots:
+                out.append(Problem(str(scn.path), f"$.noise[{i}].args.{arg}",
+                                   f"noise on a root cause: '{value}' is a root cause in "
+                                   f"{scn.ground_truth_path.name}; noise runs beside the incident, never in it"))
     return out
 
 

@@ -11,7 +11,7 @@ answers, and neither raises.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ def _canonical(ground_truth: dict[str, Any]) -> dict[str, str]:
 
 def score_diagnosis(output_path: Path | None, ground_truth: dict[str, Any],
                     topology: Mapping[str, Any] | None = None, ntam_params: NtamParams | None = None,
-                    pcw_weights: tuple[float, float, float] = PCW_WEIGHTS) -> dict[str, Any]:
+                    pcw_weights: tuple[float, float, float] = PCW_WEIGHTS,
+                    distractors: Iterable[str] = ()) -> dict[str, Any]:
     """Score one diagnosis. Returns ``status`` (scored | no_submission | malformed) and metrics.
 
     Metrics: ``fl_pass``, ``fl_precision``, ``fl_recall`` and, given the environment's
@@ -38,6 +39,12 @@ def score_diagnosis(output_path: Path | None, ground_truth: dict[str, Any],
     ``pce``, ``pcw``, ``evidence_recall``; see ``cuj.py``) and ``alerts_explained_recall``, which
     are None where the ground truth lacks the field, and for missing or malformed outputs
     (CUJBench computes them over submitted runs only).
+
+    ``distractors``: the targets of the scenario's distractors (benign changes at incident time, spec
+    ``faults[].distractor``). A scored output then also gets ``blamed_distractors`` (those it names as a root
+    cause, ground-truth ids) and ``distractor_blamed`` (1.0 when it names any, else 0.0; None for a scenario
+    without distractors). ``false_positives`` counts the entities blamed that are not root causes (on a healthy
+    control: every entity blamed).
     """
     base: dict[str, Any] = {"fl_pass": 0.0, "fl_precision": 0.0, "fl_recall": 0.0, "ntam_fl": 0.0, "ntam_fpc": 0.0}
     loaded = load_output(output_path, "diagnose")
@@ -58,6 +65,11 @@ def score_diagnosis(output_path: Path | None, ground_truth: dict[str, Any],
     truth = {e["id"] for e in ground_truth.get("entities", []) if e.get("rootCause")}
     claimed = {names.get(e["id"].casefold(), e["id"]) for e in output["entities"] if e.get("root_cause")}
     incident = ground_truth.get("incident", True)
+    benign = {names.get(str(d).casefold(), str(d)) for d in distractors}
+    blamed = sorted(claimed & benign)
+    ntam_scores["blamed_distractors"] = blamed
+    ntam_scores["distractor_blamed"] = float(bool(blamed)) if benign else None
+    ntam_scores["false_positives"] = len(claimed - truth) if incident else len(claimed)
     if not incident:
         # A healthy control: right only when nothing is blamed and no incident is asserted.
         says_none = not claimed and output.get("incident") is not True

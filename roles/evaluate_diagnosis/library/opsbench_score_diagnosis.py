@@ -23,6 +23,11 @@ options:
   environment:
     description: The run's environment.json; its topology makes NTAM (ntam_fl, ntam_fpc) computable.
     type: path
+  scenario:
+    description: >-
+      The scenario spec (default scenario.yaml beside the ground truth); the targets of its distractors
+      (faults marked distractor) are reported as blamed_distractors when the output names them as a root cause.
+    type: path
 """
 
 import json
@@ -32,6 +37,18 @@ import yaml
 from ansible.module_utils.basic import AnsibleModule
 
 
+def spec_distractors(spec_file):
+    """The targets of the spec's distractors (none when there is no spec beside the ground truth)."""
+    if not spec_file.is_file():
+        return []
+    spec = yaml.safe_load(spec_file.read_text())
+    faults = (spec or {}).get("faults") or []
+    if not any(isinstance(f, dict) and f.get("distractor") for f in faults):
+        return []
+    from orchestrator.generation.instances import distractor_targets
+    return distractor_targets([{"args": {}, **f} for f in faults])
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -39,6 +56,7 @@ def main():
             "ground_truth": {"type": "path", "required": True},
             "result_file": {"type": "path", "required": True},
             "environment": {"type": "path"},
+            "scenario": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -51,7 +69,12 @@ def main():
     env_file = module.params["environment"]
     if env_file and Path(env_file).is_file():
         topology = json.loads(Path(env_file).read_text()).get("topology")
-    scores = score_diagnosis(Path(module.params["output"]), ground_truth, topology)
+    spec_file = Path(module.params["scenario"] or Path(module.params["ground_truth"]).parent / "scenario.yaml")
+    try:
+        distractors = spec_distractors(spec_file)
+    except Exception as exc:  # a spec that validated cannot fail here; say so rather than score without it
+        module.fail_json(msg=f"cannot read the distractors of {spec_file}: {exc}")
+    scores = score_diagnosis(Path(module.params["output"]), ground_truth, topology, distractors=distractors)
     if not module.check_mode:
         # The evaluation directory is made here, not by a task of its own (each module call costs a trial 0.2-0.4 s).
         Path(module.params["result_file"]).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
