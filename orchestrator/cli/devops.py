@@ -92,11 +92,14 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
               help="Where the instances go: one scenario folder each, and yields.json.")
 @click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The projects' cache (default: <state dir>/cache/devops-projects).")
+@click.option("--where", type=click.Choice(["host", "workspace"]), default="host", show_default=True,
+              help="Prove each instance with the host's toolchains or in the workspace image (where evaluate_workspace "
+                   "runs; slower). Screening always runs on the host.")
 @click.option("--record", is_flag=True, help="Keep the yields in orchestrator/devops_projects/yields.json (the docs' "
                                            "table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the yields as JSON.")
 def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str, count: int, max_draws: int,
-             out: Path, cache_dir: Path | None, record: bool, as_json: bool) -> None:
+             out: Path, cache_dir: Path | None, where: str, record: bool, as_json: bool) -> None:
     """Draw DevOps tasks from the fetched upstream projects and keep only the verified ones.
 
     issue: a mutation of the project's code that tests it already has catch (those tests are hidden, the issue is
@@ -119,7 +122,7 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
     try:
         reports = draw(list(project_ids), list(families or FAMILIES), seed, count, out.resolve(),
                        max_draws=max_draws, cache=Cache(cache_dir.resolve()) if cache_dir else None, say=echo,
-                       done=recorded)
+                       done=recorded, where=where)
     except StepFailed as exc:
         raise click.ClickException(str(exc)) from None
     summaries = [r.summary() for r in reports]
@@ -133,6 +136,35 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
             state = f"ERROR {s['error']}" if s["error"] else f"kept {s['kept']} of {s['drawn']} drawn"
             click.echo(f"{s['project']:<24} {s['family']:<8} {state} ({s['candidates']} candidates) {per}")
     if any(r.error for r in reports):
+        sys.exit(1)
+
+
+@devops.command("verify-generated")
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--where", type=click.Choice(["host", "workspace"]), default="host", show_default=True,
+              help="Run make check with the host's toolchains or in the workspace image (as evaluate_workspace).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def verify_generated(folders: tuple[Path, ...], where: str, as_json: bool) -> None:
+    """Prove generated instances again from their files alone (FOLDERS: instance folders, or output folders of
+    `devops generate` holding them): the untouched state must fail, the reference pass. Exit status 1 when any
+    is not proven."""
+    import time
+
+    from orchestrator.devops_projects.generate import verify_written
+
+    instances = sorted({f for folder in folders for f in ([folder] if (folder / "scenario.yaml").is_file()
+                                                          else [p.parent for p in folder.glob("*/scenario.yaml")])})
+    results = []
+    for folder in instances:
+        started = time.monotonic()
+        why, proof = verify_written(folder, where)
+        results.append({"instance": folder.name, "proven": not why, "reason": why, "proof": proof,
+                        "seconds": round(time.monotonic() - started, 1)})
+        click.echo(f"{folder.name:<52} {'proven' if not why else 'NOT PROVEN: ' + why} "
+                   f"({results[-1]['seconds']} s, {where})", err=True)
+    if as_json:
+        emit_json({"where": where, "results": results})
+    if not instances or any(not r["proven"] for r in results):
         sys.exit(1)
 
 

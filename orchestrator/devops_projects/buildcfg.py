@@ -114,9 +114,11 @@ def _go(tree: Path) -> list[Candidate]:
         edit = {"path": "go.mod", "old": text, "new": text.rstrip("\n") + "\n" + block}
         out.append(Candidate("unresolvable-pin", f"go.mod: require {module} {version}", [edit],
                              [{"path": "go.mod", "old": edit["new"], "new": text}]))
-    pair = _line_edit(text, "go.mod", r"^go\s+1\.\d+(\.\d+)?\s*$", "go 1.30")
+    # A release form (1.N.P): a go command before 1.21 takes `go 1.30` as advisory and builds, but refuses this;
+    # a newer one refuses a version past its own (GOTOOLCHAIN=local).
+    pair = _line_edit(text, "go.mod", r"^go\s+1\.\d+(\.\d+)?\s*$", "go 1.30.1")
     if pair:
-        out.append(Candidate("toolchain-target", "go.mod: go 1.30", [pair[0]], [pair[1]]))
+        out.append(Candidate("toolchain-target", "go.mod: go 1.30.1", [pair[0]], [pair[1]]))
     conflict = _conflict(text, "go.mod", r"^go\s+1\.\d+(\.\d+)?\s*$", "go 1.30")
     if conflict:
         out.append(conflict)

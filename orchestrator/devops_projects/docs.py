@@ -132,21 +132,23 @@ def generated_section() -> list[str]:
              "edits, hiding a test function, the issue writer never naming a test or quoting the mutated code, "
              "the build causes, the seeded order, the scenario files); `tests/e2e/test_devops_generate_live.py` "
              "(`make reliability`: go-semver fetched from the proxy, an issue and a build-config instance drawn "
-             "and proven, the same seed drawing the same instance again; 4.5 min on the shared machine at a load above 45).", ""]
+             "and proven, the same seed drawing the same instance again; 4.5 min on the shared machine at a "
+             "load above 45).", ""]
     data = json.loads(YIELDS.read_text()) if YIELDS.is_file() else {}
     if not data:
         return [*lines, "No yields recorded yet (`--record`)."]
     lines += ["Yields (`--record`; seconds on the shared 2-core machine at the load shown, so they vary with it; "
               "*per kept* is the whole draw's time over the kept instances, screening of dropped candidates "
               "included):", "",
-              "| Project | Family | Seed | Candidates | Drawn | Kept | Dropped (reasons) | Seconds | Per kept "
-              "| Load | Date |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| Project | Family | Seed | Proven on | Candidates | Drawn | Kept | Dropped (reasons) | Seconds "
+              "| Per kept | Load | Date |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     totals: dict[str, list[int]] = {}
     for key in sorted(data):
         y = data[key]
         reasons = ", ".join(f"{why} {n}" for why, n in sorted(y.get("dropped_by_reason", {}).items())) or "-"
         family = FAMILY_NAMES.get(y["family"], y["family"])
-        lines.append(f"| {y['project']} | {family} | `{y['seed']}` | {y['candidates']} | {y['drawn']} | "
+        lines.append(f"| {y['project']} | {family} | `{y['seed']}` | {y.get('where', 'host')} | "
+                     f"{y['candidates']} | {y['drawn']} | "
                      f"{y['kept']} | {reasons} | {y['seconds']} | {y.get('seconds_per_kept') or '-'} | "
                      f"{y.get('load', '-')} | {y.get('date', '-')} |")
         t = totals.setdefault(family, [0, 0, 0])

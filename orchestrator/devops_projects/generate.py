@@ -42,6 +42,7 @@ from orchestrator.devops_projects.tasks import (
     Draw,
     Instance,
     Report,
+    WorkspaceChecker,
     draw_order,
     instance_id,
     materialise,
@@ -63,13 +64,17 @@ class Generator:
     """Draws and verifies the instances of one project and family."""
 
     def __init__(self, project: cat.Project, cache: Cache, work: Path, seed: str,
-                 say: Callable[[str], None] = lambda _m: None) -> None:
+                 say: Callable[[str], None] = lambda _m: None, where: str = "host") -> None:
         self.project, self.cache, self.work, self.seed, self.say = project, cache, work, seed, say
+        self.where = where
         self.bench = Bench(project, cache, work / "bench")
         self.pristine = cache.tree(project)
         self.meta = contract_meta(project)
         self.tests = 0
-        self.check = Checker(project, cache, self.bench.env())
+        # Screening runs on the host; the proof where `where` says (the workspace image is where evaluate_workspace
+        # runs: its Go 1.19 and the host's Go 1.26 disagree on some build causes).
+        self.check = WorkspaceChecker(project, cache) if where == "workspace" else Checker(project, cache,
+                                                                                           self.bench.env())
         self.prepared = False
         self.screened: dict[tuple[str, int, int, str, str], Suite] = {}
 
@@ -92,7 +97,7 @@ class Generator:
         return passed
 
     def run(self, family: str, count: int, max_draws: int) -> Report:
-        report = Report(self.project.id, family, self.seed)
+        report = Report(self.project.id, family, self.seed, where=self.where)
         started = time.monotonic()
         try:
             if not self.tests:
@@ -349,7 +354,7 @@ def _write_yields(out: Path, reports: list[Report]) -> None:
 def generate(project_ids: list[str], families: list[str], seed: str, count: int, out: Path, *,
              max_draws: int = 0, cache: Cache | None = None, work: Path | None = None,
              say: Callable[[str], None] = lambda _m: None,
-             done: Callable[[Report], None] = lambda _r: None) -> list[Report]:
+             done: Callable[[Report], None] = lambda _r: None, where: str = "host") -> list[Report]:
     """Draw, verify and write up to `count` instances per project and family into `out` (one folder each, plus
     `yields.json`); `max_draws` caps the candidates tried (default 6 x count + 10; 20 x count + 10 for testgen)."""
     catalogue = cat.load()
@@ -363,7 +368,7 @@ def generate(project_ids: list[str], families: list[str], seed: str, count: int,
     reports: list[Report] = []
     with tempfile.TemporaryDirectory(prefix="opsbench-generate-", dir=work) as tmp:
         for project in projects:
-            gen = Generator(project, cache, Path(tmp) / project.id, seed, say)
+            gen = Generator(project, cache, Path(tmp) / project.id, seed, say, where)
             for family in families:
                 if not cache.fetched(project):
                     reports.append(Report(project.id, family, seed, error=f"project {project.id}, step fetch: not "
@@ -394,7 +399,33 @@ def record_yields(reports: list[Report], path: Path = YIELDS, today: str | None 
         summary = {k: v for k, v in r.summary().items() if k != "instances"}
         summary["date"] = today or dt.datetime.now(dt.UTC).date().isoformat()
         summary["load"] = round(os.getloadavg()[0], 1)
-        data[f"{r.project}/{r.family}"] = summary
-        written.append(f"{r.project}/{r.family}")
+        data[f"{r.project}/{r.family}@{r.where}"] = summary
+        written.append(f"{r.project}/{r.family}@{r.where}")
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return written
+
+
+def verify_written(folder: Path, where: str = "host", cache: Cache | None = None,
+                   work: Path | None = None) -> tuple[str, dict[str, Any]]:
+    """Prove a written instance again from its files alone (scenario.yaml, ground_truth.yaml, generated.json):
+    ('' when proven, else why not, the figures), with `make check` on the host or in the workspace image
+    (`where`)."""
+    from orchestrator.devops_projects.tasks import verify_tests
+
+    scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
+    truth = yaml.safe_load((folder / "ground_truth.yaml").read_text())
+    meta_file = json.loads((folder / "generated.json").read_text())
+    stage = truth["workspace"]["stages"][0]
+    project = cat.load().select([stage["project"]])[0]
+    cache = cache or default_cache()
+    fault = scenario["faults"][0]["args"]["edits"]
+    reference = scenario["reference"][0]["args"]["edits"]
+    tests = int(meta_file["provenance"]["pristine_tests"])
+    with tempfile.TemporaryDirectory(prefix="opsbench-verify-", dir=work) as tmp:
+        bench_env = Bench(project, cache, Path(tmp) / "bench").env()
+        check: Checker = WorkspaceChecker(project, cache) if where == "workspace" else Checker(project, cache,
+                                                                                               bench_env)
+        if stage["kind"] == "write-tests":
+            return verify_tests(cache.tree(project), tests, stage["bug"], reference[0], check, Path(tmp))
+        return verify_fix(cache.tree(project), contract_meta(project, tests), tests, fault, reference, check,
+                          Path(tmp), visible_must_pass=meta_file["family"] == "issue")

@@ -6,16 +6,21 @@ builds them). `generate` drives the families; `testgen` is one of them.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+import secrets
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator import paths
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects import mutate
 from orchestrator.devops_projects.bench import Bench, Suite
+from orchestrator.devops_projects.check import WORKSPACE_DEPS, WORKSPACE_IMAGE, WORKSPACE_LIMITS, WORKSPACE_UID
 from orchestrator.devops_projects.fetch import CONTRACT_FILE, FETCHED, Cache, StepFailed, run_limited
 from orchestrator.devops_projects.run import contract_meta
 from orchestrator.errors import OpsBenchError
@@ -63,6 +68,8 @@ class Report:
     instances: list[Instance] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
+    where: str = "host"
+    """Where the instances were proven: "host" or "workspace" (the image evaluate_workspace runs)."""
 
     def summary(self) -> dict[str, Any]:
         kept = [d for d in self.draws if d.kept]
@@ -71,7 +78,8 @@ class Report:
             if not d.kept:
                 reasons[d.reason.split(":", 1)[0]] = reasons.get(d.reason.split(":", 1)[0], 0) + 1
         verify = [d.screen_s + d.verify_s for d in kept]
-        return {"project": self.project, "family": self.family, "seed": self.seed, "candidates": self.candidates,
+        return {"project": self.project, "family": self.family, "seed": self.seed, "where": self.where,
+                "candidates": self.candidates,
                 "drawn": len(self.draws), "kept": len(kept), "dropped_by_reason": reasons,
                 "seconds": round(self.seconds, 1),
                 "seconds_per_kept": round(self.seconds / len(kept), 1) if kept else None,
@@ -120,6 +128,40 @@ class Checker:
             return -1, 0, 0, False
         passed, failed, found = count_report(root, self.meta["report"])
         return proc.returncode, passed, failed, found
+
+
+class WorkspaceChecker(Checker):
+    """The same `make check`, in a fresh container of the workspace image as evaluate_workspace runs it (no
+    network, the workspace's limits, user dev), the offline caches mounted read-only at /opt/opsbench-deps."""
+
+    def __init__(self, project: cat.Project, cache: Cache, image: str = WORKSPACE_IMAGE) -> None:
+        super().__init__(project, cache, {})
+        self.image = image
+        conf = paths.containers_conf_dir()
+        self.podman_env = {k: str(conf / f) for k, f in (("CONTAINERS_CONF", "containers.conf"),
+                                                          ("CONTAINERS_STORAGE_CONF", "storage.conf"))
+                           if (conf / f).is_file()}
+
+    def __call__(self, root: Path) -> tuple[int, int, int, bool]:
+        where = f"/workspace/{self.project.id}"
+        subprocess.run(["chown", "-R", f"{WORKSPACE_UID}:{WORKSPACE_UID}", str(root)], check=True)
+        argv = ["podman", "run", "--rm", f"--name=ob-devops-verify-{secrets.token_hex(4)}", "--network=none",
+                *WORKSPACE_LIMITS, "--init", "--security-opt=no-new-privileges",
+                f"--user={WORKSPACE_UID}:{WORKSPACE_UID}", "--tmpfs=/tmp:rw,nosuid,nodev,size=512m,mode=1777",
+                f"--mount=type=bind,source={root.resolve()},destination={where}",
+                f"--mount=type=bind,source={self.cache.deps.resolve()},destination={WORKSPACE_DEPS},ro",
+                f"--workdir={where}", f"--env=GOCACHE={where}/.gocache", self.image,
+                "nice", "-n", "19", "make", "-s", "-f", CONTRACT_FILE, "check", f"DEPS={WORKSPACE_DEPS}"]
+        try:
+            proc = run_limited(argv, cwd=root, timeout=self.project.limits.build_s + self.project.limits.test_s,
+                               env=self.podman_env, project=self.project.id, step="verify")
+            rc = proc.returncode
+        except StepFailed:
+            rc = -1
+        finally:
+            subprocess.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", str(root)], check=False)
+        passed, failed, found = count_report(root, self.meta["report"])
+        return rc, passed, failed, found
 
 
 def materialise(pristine: Path, edits: list[dict[str, Any]], dst: Path) -> None:
