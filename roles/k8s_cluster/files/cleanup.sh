@@ -25,6 +25,12 @@ if [ -n "$bin" ] && [ -x "$bin/kube" ] && iptables-save 2>/dev/null | grep -q 'K
   "$bin/kube" kube-proxy --cleanup > /dev/null 2>&1; echo "removed kube-proxy's iptables rules"
 fi
 
+# kubelet's links in /var/log/containers (a fixed path) to the pod logs under the run dir.
+for link in /var/log/containers/*.log; do
+  [ -L "$link" ] || continue
+  case "$(readlink "$link")" in "$run"/*) rm -f "$link" && echo "removed $link";; esac
+done
+
 # Masquerade rules the bridge plugin left when a pod's network could not be torn down (its comment names the network).
 if iptables-save -t nat 2>/dev/null | grep -q "name: \"$net\""; then
   iptables-save -t nat | awk -v n="name: \"$net\"" 'index($0, n) && /^-A POSTROUTING/ {sub(/^-A /, ""); print}' |

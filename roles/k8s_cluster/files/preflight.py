@@ -70,15 +70,18 @@ def port_errors(ports: dict[str, int], extra_host: str) -> list[str]:
     return errors
 
 
+def host_routes() -> list[dict[str, str]]:
+    out = subprocess.run(["ip", "-j", "route", "show", "table", "all"], capture_output=True, text=True, check=True)
+    return list(json.loads(out.stdout or "[]"))
+
+
 def network_errors(subnets: dict[str, str], bridge: str, podman_dirs: list[str]) -> list[str]:
     errors = []
     ours = {name: ipaddress.ip_network(net) for name, net in subnets.items()}
     if Path(f"/sys/class/net/{bridge}").exists():
         errors.append(f"the bridge {bridge} already exists: a previous cluster was not taken down; "
                       "run `make cluster-down` first")
-    routes = json.loads(subprocess.run(["ip", "-j", "route", "show", "table", "all"], capture_output=True,
-                                       text=True, check=True).stdout or "[]")
-    for route in routes:
+    for route in host_routes():
         dst = route.get("dst", "")
         if dst in ("", "default") or ":" in dst or route.get("dev") == bridge:
             continue
