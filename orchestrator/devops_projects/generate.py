@@ -58,6 +58,10 @@ shows. Figures only: the instances themselves are never committed (a make target
 MAX_HIDDEN = 3
 """An issue hides at most this many test functions: a mutant more tests catch is a broken library, not an issue."""
 CLASS = {"issue": "issue-resolving", "testgen": "test-generation", "build": "build-config"}
+# The ground truth's fault type of each build cause (the hand-written devops-build-* scenarios' types).
+BUILD_FAULT_TYPES = {"unresolvable-pin": "dependency_unresolvable", "missing-dependency": "missing_dependency",
+                     "conflict-markers": "broken_build_file", "toolchain-target": "toolchain_mismatch",
+                     "build-variable": "wrong_build_env"}
 
 
 class Generator:
@@ -322,7 +326,7 @@ def scenario_docs(inst: Instance, pristine: Path | None = None) -> tuple[dict[st
     }
     truth = {"apiVersion": "opsbench/v1", "kind": "GroundTruth", "scenario": inst.id,
              "entities": [{"id": inst.project, "rootCause": True, "layer": "application",
-                           "faultType": "build_failure" if inst.family == "build" else "wrong_computation"}],
+                           "faultType": BUILD_FAULT_TYPES.get(inst.provenance.get("cause", ""), "wrong_computation")}],
              "workspace": {"stages": [inst.stage]}}
     return scenario, truth
 
