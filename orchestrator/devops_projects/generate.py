@@ -71,6 +71,7 @@ class Generator:
                  say: Callable[[str], None] = lambda _m: None, where: str = "host") -> None:
         self.project, self.cache, self.work, self.seed, self.say = project, cache, work, seed, say
         self.where = where
+        work.mkdir(parents=True, exist_ok=True)
         self.bench = Bench(project, cache, work / "bench")
         self.pristine = cache.tree(project)
         self.meta = contract_meta(project)
