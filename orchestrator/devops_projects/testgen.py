@@ -68,7 +68,8 @@ def _hook(frame, event, arg):
             _open[id(frame)] = (texts, kw)
     elif event == "return" and id(frame) in _open:
         texts, kw = _open.pop(id(frame))
-        result = _literal(arg)
+        # A call that raised ends with a "return" event too, its value None: a None result is never recorded.
+        result = _literal(arg) if arg is not None else None
         if result is not None:
             calls = _seen.setdefault("|".join(map(str, key)), [])
             call = {"args": texts, "kwargs": kw, "result": result}
@@ -189,6 +190,14 @@ def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
         index = int(hits[0].rsplit("_", 1)[1])
         call = recorded(m)[index]
         test_edit = {"path": rel, "content": test_source(module, m.function, [call])}
+        (bench.root / rel).write_text(test_edit["content"])
+        try:
+            original = bench.run(only=rel)  # the one call again, on the original: it must hold there
+        finally:
+            (bench.root / rel).unlink()
+        if original.broken or original.failed:
+            draw.reason = "the recorded call does not hold on the original when replayed"
+            continue
         failure = killed.failed[hits[0]]
         title, body = issue_text.write_issue(gen.project.id, "python", package_name(gen.project), [failure])
         changed = m.after.strip()
