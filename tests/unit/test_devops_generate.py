@@ -132,6 +132,12 @@ def test_the_issue_is_written_from_observed_behaviour_without_test_names() -> No
     assert issue_text.leaks(text, ["TestBytesRounding", "bytes_test.go", "common_test.go"]) == []
 
 
+def test_the_title_names_the_library_call_not_the_test_framework() -> None:
+    detail = (">       self.assertTrue(idna.valid_contexto(a + b, 1))\nE       AssertionError: False is not true\n")
+    title, _ = issue_text.write_issue("python-idna", "python", "idna", [issue_text.Failure("test_x", "t.py", detail)])
+    assert title == "`valid_contexto` in idna gives a wrong result"
+
+
 def test_leaks_finds_forbidden_and_test_like_names() -> None:
     assert issue_text.leaks("calls x < y in TestFoo via helper_test.go", ["x < y"]) == ["x < y", "TestFoo",
                                                                                        "helper_test.go"]
