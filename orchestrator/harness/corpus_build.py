@@ -19,8 +19,11 @@
 `build.json` is written after every recording: a build cut short (Ctrl-C, a crash) is resumed by running the same
 command again; instances already decided are kept, the rest are recorded. `retry_dropped` records the dropped ones
 again (a build disturbed by its machine, e.g. recovery checks that timed out on an overloaded host): each keeps its
-earlier drops in `earlier_drops`, and the yields count the instances that needed a retry. The seed is never written
-anywhere; the build record keeps its sha256 to refuse resuming with another one.
+earlier drops in `earlier_drops`, and the yields count the instances that needed a retry. A generated corpus may
+also grow on resume: a larger count, or templates added or edited. Instances the new draw still holds keep their
+recording unless their spec changed since (its hash is kept); those it no longer holds leave the corpus and are
+listed under `superseded`. The seed is never written anywhere; the build record keeps its sha256 to refuse resuming
+with another one.
 """
 
 from __future__ import annotations
@@ -94,12 +97,18 @@ def _check_request(req: BuildRequest) -> None:
 
 
 def _prepare_out(out: Path, req: BuildRequest) -> dict[str, Any] | None:
-    """The previous build record of `out` when resuming the same request; refuse anything else already there."""
+    """The previous build record of `out` when resuming a build of the same seed and kind; refuse anything else
+    already there. A generated corpus may grow on resume (a larger count, templates added or edited): what the new
+    draw no longer holds is removed then (`_reconcile`)."""
     previous = layout.read_build(out) if out.is_dir() else None
     if previous is not None:
-        if previous.get("request") != req.key():
+        was, now = previous.get("request") or {}, req.key()
+        grows = (bool(was.get("templates")) and bool(now["templates"]) and was.get("seed_sha256") == now["seed_sha256"]
+                 and isinstance(was.get("count"), int) and now["count"] >= was["count"])
+        if was != now and not grows:
             raise OpsBenchError(f"{out} holds a corpus built with other arguments ({layout.BUILD_RECORD} request "
-                                f"{previous.get('request')}); give an empty --out, or the same arguments to resume")
+                                f"{was}); give an empty --out, or the same arguments to resume (a generated corpus "
+                                "may also resume with a larger --count or other templates, never another seed)")
         return previous
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise OpsBenchError(f"{out} exists and is not an empty folder or a corpus this build started: give a new "
@@ -197,9 +206,13 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
     started = time.time()
     instances, dropped_draws = _draw(req, out)
     before = {i["id"]: i for i in (previous or {}).get("instances", [])}
+    superseded = [*(previous or {}).get("superseded", []), *_reconcile(out, before, instances, echo)]
     for inst in instances:
         inst.update({k: v for k, v in before.get(inst["id"], {}).items() if k not in inst or inst[k] is None})
         inst.setdefault("status", "pending")
+        if inst["status"] in FINAL and inst.get("spec_sha256") not in (None, _spec_sha(out, inst["id"])):
+            _forget_recording(out, inst)
+            inst.update(status="pending", reason="its spec changed since it was recorded")
         if req.retry_dropped and inst["status"] == DROPPED:
             inst.setdefault("earlier_drops", []).append({"reason": inst.get("reason", ""),
                                                          "recording": inst.get("recording")})
@@ -209,6 +222,8 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
     data: dict[str, Any] = {"request": req.key(), "opsbench_version": __version__,
                             "started_at": (previous or {}).get("started_at", round(started, 3)),
                             "instances": instances, "dropped_draws": dropped_draws}
+    if superseded:
+        data["superseded"] = superseded
 
     def save() -> None:
         with lock:
@@ -283,11 +298,51 @@ def interleaved(instances: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [inst for _, _, inst in sorted(keyed, key=lambda k: (k[0], k[1]))]
 
 
+def _spec_sha(out: Path, iid: str) -> str | None:
+    """sha256 of an instance's spec and ground truth as written in the corpus (None when it has no folder)."""
+    folder = out / layout.SCENARIOS / iid
+    if not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(folder).as_posix().encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def _forget_recording(out: Path, inst: dict[str, Any]) -> None:
+    """Remove an instance's snapshot from the corpus (it is recorded again, or the instance leaves)."""
+    if inst.get("snapshot"):
+        shutil.rmtree(out / str(inst["snapshot"]), ignore_errors=True)
+    for key in ("snapshot", "bytes", "replays"):
+        inst.pop(key, None)
+
+
+def _reconcile(out: Path, before: dict[str, dict[str, Any]], instances: list[dict[str, Any]],
+               echo: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Instances of the previous build that the new draw no longer holds (a template edited or removed): their spec
+    and snapshot leave the corpus, and they are listed as superseded (so no verified recording is silently lost)."""
+    drawn = {i["id"] for i in instances}
+    gone = []
+    for iid, inst in before.items():
+        if iid in drawn:
+            continue
+        _forget_recording(out, inst)
+        shutil.rmtree(out / layout.SCENARIOS / iid, ignore_errors=True)
+        gone.append({"id": iid, "template": inst.get("template"), "draw": inst.get("draw"),
+                     "status": inst.get("status"), "reason": "no longer drawn: its template or the count changed"})
+    if gone:
+        echo(f"{len(gone)} instance(s) of the previous build are no longer drawn and leave the corpus "
+             f"({sum(g['status'] == VERIFIED for g in gone)} of them verified)")
+    return gone
+
+
 def _decide(inst: dict[str, Any], rec: Recording, out: Path) -> None:
     """An instance's status from its recording: verified only when the snapshot was made and the clean-up (removal,
-    recovery, leftover check) came back clean. An interrupted one stays pending, to be recorded on resume."""
+    recovery, leftover check) came back clean. An interrupted one stays pending, to be recorded on resume. The spec's
+    hash is kept: a resumed build records again an instance whose spec changed since."""
     inst["recording"] = {"status": rec.status, "seconds": rec.seconds, "bytes": rec.bytes, "run_id": rec.run_id,
                          "recovered": rec.recovered, "leftovers": rec.leftovers}
+    inst["spec_sha256"] = _spec_sha(out, inst["id"])
     if rec.clean:
         inst.update(status=VERIFIED, reason="", snapshot=f"{layout.SNAPSHOTS}/{rec.snapshot_id}", bytes=rec.bytes)
         return

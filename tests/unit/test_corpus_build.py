@@ -154,9 +154,36 @@ def test_dropped_instances_are_recorded_again_only_when_asked(tmp_path: Path, fa
     assert "| Retried |" in render([card(out)])
 
 
+def test_a_generated_corpus_grows_and_sheds_what_is_no_longer_drawn(tmp_path: Path, fakes: Fakes) -> None:
+    out = tmp_path / "c"
+    first = build(request(count=4), out, Progress())
+    assert len(fakes.recorded) == 4
+    grown = build(request(count=6), out, Progress())
+    assert len(fakes.recorded) == 6  # a larger count records only the new draws
+    assert {i["id"] for i in first["instances"]} <= {i["id"] for i in grown["instances"]}
+    # A template left out: its instances leave the corpus (spec and snapshot) and are listed as superseded.
+    kept = tuple(TEMPLATES[:1])
+    shed = build(request(templates=kept, count=6), out, Progress())
+    gone = {g["id"] for g in shed["superseded"]}
+    assert gone and gone == {i["id"] for i in grown["instances"] if i["template"] == TEMPLATES[1]}
+    assert all(g["status"] == "verified" and "no longer drawn" in g["reason"] for g in shed["superseded"])
+    assert not gone & {p.name for p in (out / layout.SCENARIOS).iterdir()}
+    assert not any(p.name.startswith(tuple(gone)) for p in (out / layout.SNAPSHOTS).iterdir())
+    assert {r["id"] for r in layout.read_index(out)["instances"]} == {i["id"] for i in shed["instances"]}
+    assert layout.read_index(out)["checksum"] == layout.checksum(out)
+    # An instance whose spec changed since its recording is recorded again.
+    data = json.loads((out / layout.BUILD_RECORD).read_text())
+    data["instances"][0]["spec_sha256"] = "0" * 64
+    (out / layout.BUILD_RECORD).write_text(json.dumps(data))
+    n = len(fakes.recorded)
+    build(request(templates=kept, count=6), out, Progress())
+    assert fakes.recorded[n:] == [data["instances"][0]["id"]]
+
+
 @pytest.mark.parametrize(("kw", "words"), [
     ({"seed": "another-seed"}, "other arguments"),
-    ({"count": 5}, "other arguments"),
+    ({"count": 3}, "other arguments"),
+    ({"templates": (), "scenarios": ("shop-cart-down",), "seed": None}, "other arguments"),
 ])
 def test_resuming_with_other_arguments_is_refused(tmp_path: Path, fakes: Fakes, kw: dict[str, Any],
                                                   words: str) -> None:
