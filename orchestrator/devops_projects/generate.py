@@ -169,7 +169,10 @@ class Generator:
         failures = list(suite.failed.values())
         title, body = issue_text.write_issue(self.project.id, self.project.language, package_name(self.project),
                                              failures)
-        forbidden = sorted({f.test for f in failures} | {Path(f.file).name for f in failures if f.file != "."}
+        # A Go failure's `file` is its package's folder (a package name belongs in an issue); a Python one's the
+        # test file.
+        forbidden = sorted({f.test for f in failures} | {Path(f.file).name for f in failures
+                                                         if f.file.endswith((".py", ".go", ".java"))}
                            | {k.split("::", 1)[1].split(".")[0] for k in suite.failed})
         changed = m.after.strip()
         if len(changed) >= 6:
