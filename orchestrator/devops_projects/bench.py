@@ -107,7 +107,8 @@ class Bench:
         suffix = {"python": ".py", "go": ".go"}[self.project.language]
         for path in sorted(self.root.rglob(f"*{suffix}")):
             rel = path.relative_to(self.root)
-            if any(part in SKIP_DIRS or part.startswith(".") or part.endswith(".egg-info") for part in rel.parts[:-1]):
+            if any(part in SKIP_DIRS or part.startswith((".", "test")) or part.endswith(".egg-info")
+                   for part in rel.parts[:-1]):  # test support (testdata, testprotos, testutil) is not the library
                 continue
             name = rel.name
             if self.project.language == "python":
