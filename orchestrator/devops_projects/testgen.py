@@ -2,12 +2,12 @@
 
 The hidden test is recorded, not written by hand: the project's own suite runs once on the original with a profiler
 hook (`CAPTURE_PLUGIN`) that keeps, for every public module-level function of the project, the calls whose arguments
-and result are Python literals (`ast.literal_eval(repr(x)) == x`). For a surviving mutant in such a function, the
-recorded calls become assertions (`f(args) == result as the original returned it`); the first that fails on the
-mutant is the reference test. The goal describes the bug from what that assertion observed on the mutant, as an
-issue would; `verify_tests` then proves the reference fails on the mutant and passes on the original as
-evaluate_workspace runs them.
-"""
+and result are Python literals (`ast.literal_eval(repr(x)) == x`); each is then varied (`EXPAND_SCRIPT`: an integer
++-1, a string cut or repeated ...) and the original's results on those inputs are kept too. For a surviving mutant
+in such a function, the recorded calls become assertions (`f(args) == result as the original returned it`); the
+first that fails on the mutant is the reference test. The goal describes the bug from what that assertion observed
+on the mutant, as an issue would; `verify_tests` then proves the reference fails on the mutant and passes on the
+original as evaluate_workspace runs them."""
 
 from __future__ import annotations
 
@@ -116,6 +116,82 @@ def capture(gen: Host, targets: list[tuple[str, str, int]]) -> dict[str, list[di
     return data
 
 
+EXPAND_SCRIPT = r'''
+"""OpsBench: call the project's functions on neighbours of the recorded inputs, on the original (generation only)."""
+import ast, importlib, json, sys
+
+def literal(value):
+    try:
+        text = repr(value)
+        return text if len(text) < 300 and ast.literal_eval(text) == value else None
+    except Exception:
+        return None
+
+def neighbours(value):
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, value - 1, 0, value * 2]
+    if isinstance(value, str):
+        return [s for s in ("", value[:-1], value + value[-1:], value.upper(), value[::-1]) if s != value]
+    if isinstance(value, (list, tuple)):
+        return [value[:-1], value[::-1], value + value[:1]]
+    return []
+
+todo = json.load(open(sys.argv[1]))
+out = {}
+for key, item in todo.items():
+    func = getattr(importlib.import_module(item["module"]), item["function"])
+    seen, calls = set(), []
+    for call in item["calls"]:
+        args = [ast.literal_eval(a) for a in call["args"]]
+        kwargs = {k: ast.literal_eval(v) for k, v in call["kwargs"].items()}
+        for i, arg in enumerate(args):
+            for other in neighbours(arg):
+                new = args[:i] + [other] + args[i + 1:]
+                texts = [literal(a) for a in new]
+                if None in texts or repr((texts, kwargs)) in seen:
+                    continue
+                seen.add(repr((texts, kwargs)))
+                try:
+                    result = literal(func(*new, **kwargs))
+                except Exception:
+                    continue
+                if result is not None and result != "None":
+                    calls.append({"args": texts, "kwargs": {k: literal(v) for k, v in kwargs.items()},
+                                  "result": result})
+                if len(calls) >= int(sys.argv[3]):
+                    break
+    out[key] = calls
+json.dump(out, open(sys.argv[2], "w"))
+'''
+
+
+def expand(gen: Host, calls: dict[str, list[dict[str, Any]]], names: dict[str, tuple[str, str]]) -> None:
+    """Add to each function's recorded calls its results on neighbouring inputs (an integer +-1, a string cut or
+    repeated, a list shortened or reversed ...), computed on the original: inputs the suite never tried, so a
+    mutant the suite misses may differ on them."""
+    root = gen.bench.root
+    todo = {key: {"module": names[key][0], "function": names[key][1], "calls": found}
+            for key, found in calls.items() if key in names and found}
+    if not todo:
+        return
+    (root / "opsbench_expand_in.json").write_text(json.dumps(todo))
+    (root / "opsbench_expand.py").write_text(EXPAND_SCRIPT)
+    try:
+        run_limited([".venv/bin/python", "opsbench_expand.py", "opsbench_expand_in.json", "opsbench_expand_out.json",
+                     str(MAX_CALLS)], cwd=root, timeout=gen.project.limits.test_s,
+                    env={**gen.bench.env(), "PYTHONPATH": "src" if (root / "src").is_dir() else "."},
+                    project=gen.project.id, step="capture")
+        out = root / "opsbench_expand_out.json"
+        extra: dict[str, list[dict[str, Any]]] = json.loads(out.read_text()) if out.is_file() else {}
+    finally:
+        for name in ("opsbench_expand.py", "opsbench_expand_in.json", "opsbench_expand_out.json"):
+            (root / name).unlink(missing_ok=True)
+    for key, more in extra.items():
+        calls[key] = [*calls[key], *[c for c in more if c not in calls[key]]]
+
+
 def test_path(root: Path, function: str) -> str:
     name = f"test_{function.lower().strip('_')}_behaviour.py"
     for folder in ("tests", "test"):
@@ -150,6 +226,8 @@ def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
                 # co_firstlineno of a decorated function is its first decorator's line
                 targets[(rel, node.name)] = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     calls = capture(gen, [(f, n, line) for (f, n), line in sorted(targets.items())])
+    names = {f"{(bench.root.resolve() / f)}|{n}|{line}": (_module_name(f), n) for (f, n), line in targets.items()}
+    expand(gen, calls, names)
     def recorded(m: mutate.Mutation) -> list[dict[str, Any]]:
         line = targets.get((m.path, m.function))
         return calls.get(f"{(bench.root.resolve() / m.path)}|{m.function}|{line}", []) if line else []
