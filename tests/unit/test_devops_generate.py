@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, tasks
+from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, tasks, testgen
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.errors import OpsBenchError
 from orchestrator.spec import load_scenario
@@ -222,3 +222,16 @@ def test_a_removal_keeps_enough_context_for_its_reverse_to_be_exact() -> None:
     broken = mutate.apply_edit(text, edit)
     assert broken == "a\n<dep>\nx\n</dep>\nb\nc\n"
     assert mutate.apply_edit(broken, {"path": "pom.xml", "old": edit["new"], "new": edit["old"]}) == text
+
+
+def test_the_recorded_test_is_plain_pytest_and_the_helper_scripts_are_python() -> None:
+    assert testgen._module_name("src/cachetools/func.py") == "cachetools.func"
+    assert testgen._module_name("inflection/__init__.py") == "inflection"
+    source = testgen.test_source("idna.core", "alabel", [{"args": ["'xn--a'"], "kwargs": {}, "result": "b'xn--a'"},
+                                                        {"args": ["'b'", "1"], "kwargs": {"strict": "True"},
+                                                         "result": "[1, 2]"}])
+    tree = ast.parse(source)
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["test_alabel_0", "test_alabel_1"]
+    assert "assert alabel('b', 1, strict=True) == [1, 2]" in source
+    for script in (testgen.CAPTURE_PLUGIN, testgen.EXPAND_SCRIPT):
+        compile(script, "<helper>", "exec")
