@@ -26,7 +26,7 @@ help:
 	@echo "make validate                check every scenario spec (schema + semantics)"
 	@echo "make docs                    regenerate the reference docs and catalogs"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
-	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=230 K=2 CORPUS_OUT=...]; resumable"
+	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=270 K=2 CORPUS_OUT=...]; resumable"
 	@echo "make devops-projects         fetch, verify, build and test the DevOps upstream projects (live) [IDS='...' WHERE=host|workspace RECORD=1]"
 	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=...]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
@@ -135,7 +135,7 @@ verify-scenarios:
 	$(BIN)/opsbench verify-scenarios --repeats $(REPEATS) $(IDS)
 
 # The public dev split (docs/generation.md): not committed, rebuilt from its published seed. Run it again to resume.
-COUNT ?= 230
+COUNT ?= 270
 K ?= 2
 CORPUS_OUT ?= $(CURDIR)/.opsbench/corpora/dev
 dev-split:
