@@ -161,6 +161,12 @@ def generated_section() -> list[str]:
         t[0] += y["drawn"]
         t[1] += y["kept"]
         t[2] += 1 if y["kept"] else 0
+    languages: dict[str, int] = {}
+    for y in data.values():
+        lang = y["project"].split("-", 1)[0]
+        languages[lang] = languages.get(lang, 0) + y["kept"]
     lines += ["", "Per family: " + "; ".join(f"{fam} {k} kept of {d} drawn over {p} project(s)"
-                                            for fam, (d, k, p) in sorted(totals.items())) + "."]
+                                            for fam, (d, k, p) in sorted(totals.items())) + ". Per language: "
+              + ", ".join(f"{lang} {n}" for lang, n in sorted(languages.items())) + f"; {sum(languages.values())} "
+              "verified instances in all."]
     return lines

@@ -172,6 +172,7 @@ def materialise(pristine: Path, edits: list[dict[str, Any]], dst: Path) -> None:
         if edit.get("delete"):
             file.unlink(missing_ok=True)
         elif "content" in edit:
+            file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text(edit["content"], encoding="utf-8")
         else:
             file.write_text(mutate.apply_edit(file.read_text(encoding="utf-8"), edit), encoding="utf-8")
@@ -284,7 +285,7 @@ def verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[dic
     """_verify_fix, with an edit that does not apply (text not found once) a reason, not an error."""
     try:
         return _verify_fix(pristine, meta, tests, fault, reference, check, work, visible_must_pass=visible_must_pass)
-    except OpsBenchError as exc:
+    except (OpsBenchError, OSError) as exc:
         return f"an edit does not apply: {exc}", {}
 
 
@@ -293,5 +294,5 @@ def verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]], test_edi
     """_verify_tests, with an edit that does not apply a reason, not an error."""
     try:
         return _verify_tests(pristine, tests, bug, test_edit, check, work)
-    except OpsBenchError as exc:
+    except (OpsBenchError, OSError) as exc:
         return f"an edit does not apply: {exc}", {}
