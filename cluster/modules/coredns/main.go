@@ -7,6 +7,7 @@ import (
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/coremain"
 
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
@@ -21,7 +22,7 @@ import (
 
 // The plugins in CoreDNS's own execution order (core/dnsserver/zdirectives.go), restricted to those linked.
 var directives = []string{
-	"reload", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes", "loop", "forward",
+	"reload", "bind", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes", "loop", "forward",
 }
 
 func init() { dnsserver.Directives = directives }

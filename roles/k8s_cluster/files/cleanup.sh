@@ -22,8 +22,25 @@ if ip link show "$bridge" > /dev/null 2>&1; then
 fi
 
 if [ -n "$bin" ] && [ -x "$bin/kube" ] && iptables-save 2>/dev/null | grep -q 'KUBE-'; then
-  "$bin/kube" kube-proxy --cleanup > /dev/null 2>&1; echo "removed kube-proxy's iptables rules"
+  "$bin/kube" kube-proxy --cleanup > /dev/null 2>&1; echo "ran kube-proxy --cleanup"
 fi
+# What kube-proxy --cleanup leaves (kubelet's own chains, canaries): every KUBE-* chain, jumps to it first.
+# No other Kubernetes node runs on this host (make cluster refuses to start beside a running one).
+for cmd in iptables ip6tables; do
+  command -v "$cmd-save" > /dev/null || continue
+  for table in filter nat mangle; do
+    "$cmd-save" -t "$table" 2>/dev/null | grep -q '^:KUBE-' || continue
+    "$cmd-save" -t "$table" | awk '/^-A / && / -j KUBE-/ && $2 !~ /^KUBE-/ {sub(/^-A /, ""); print}' |
+      while read -r rule; do eval "$cmd -t $table -D $rule"; done
+    for chain in $("$cmd-save" -t "$table" | awk -F'[: ]' '/^:KUBE-/ {print $2}'); do
+      "$cmd" -t "$table" -F "$chain" 2>/dev/null
+    done
+    for chain in $("$cmd-save" -t "$table" | awk -F'[: ]' '/^:KUBE-/ {print $2}'); do
+      "$cmd" -t "$table" -X "$chain" 2>/dev/null
+    done
+    echo "removed the KUBE-* chains of $cmd table $table"
+  done
+done
 
 # kubelet's links in /var/log/containers (a fixed path) to the pod logs under the run dir.
 for link in /var/log/containers/*.log; do
