@@ -28,11 +28,13 @@ with another one.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,8 @@ FINAL = frozenset({VERIFIED, DROPPED})
 """Instance statuses a resumed build keeps; any other (pending, interrupted) is recorded again."""
 MIN_SEED_NEEDLE = 8
 """A seed shorter than this is not searched for as a leak: it would match by chance."""
+LOCK = ".build.lock"
+"""The file a running build holds an exclusive lock on, in its corpus folder."""
 AGENT_FACING = ("agent", "gateway")
 """The folders of a replay trial's run directory an agent reads or produces: its manifest, output and workspace,
 and the trajectory of its tool calls."""
@@ -110,7 +114,7 @@ def _prepare_out(out: Path, req: BuildRequest) -> dict[str, Any] | None:
                                 f"{was}); give an empty --out, or the same arguments to resume (a generated corpus "
                                 "may also resume with a larger --count or other templates, never another seed)")
         return previous
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and (not out.is_dir() or any(p.name != LOCK for p in out.iterdir())):
         raise OpsBenchError(f"{out} exists and is not an empty folder or a corpus this build started: give a new "
                             "--out")
     out.mkdir(parents=True, exist_ok=True)
@@ -203,6 +207,36 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
     _check_request(req)
     out = Path(out).resolve()
     previous = _prepare_out(out, req)
+    with _exclusive(out):
+        return _build(req, out, previous, progress, echo)
+
+
+@contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """One build at a time on a corpus folder: a second one is refused (the first's record would be overwritten)."""
+    with (out / LOCK).open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OpsBenchError(f"another `opsbench corpus build` is running on {out}: wait for it to end (or stop "
+                                "it with Ctrl-C), then run this one again") from None
+        yield
+
+
+def _sweep_orphans(out: Path, instances: list[dict[str, Any]], echo: Callable[[str], None]) -> None:
+    """Remove snapshot folders that no instance names (a build killed between its recording and its record): a
+    corpus hands agents exactly the snapshots its index lists."""
+    snapshots = out / layout.SNAPSHOTS
+    named = {Path(str(i["snapshot"])).name for i in instances if i.get("snapshot")}
+    orphans = [p for p in snapshots.iterdir() if p.is_dir() and p.name not in named] if snapshots.is_dir() else []
+    for folder in orphans:
+        shutil.rmtree(folder, ignore_errors=True)
+    if orphans:
+        echo(f"removed {len(orphans)} snapshot folder(s) no instance names (a build cut short after recording them)")
+
+
+def _build(req: BuildRequest, out: Path, previous: dict[str, Any] | None, progress: Progress,
+           echo: Callable[[str], None]) -> dict[str, Any]:
     started = time.time()
     instances, dropped_draws = _draw(req, out)
     before = {i["id"]: i for i in (previous or {}).get("instances", [])}
@@ -217,6 +251,7 @@ def build(req: BuildRequest, out: Path, progress: Progress, echo: Callable[[str]
             inst.setdefault("earlier_drops", []).append({"reason": inst.get("reason", ""),
                                                          "recording": inst.get("recording")})
             inst.update(status="pending", reason="retrying a drop")
+    _sweep_orphans(out, instances, echo)
     record_file = out / layout.BUILD_RECORD
     lock = threading.Lock()
     data: dict[str, Any] = {"request": req.key(), "opsbench_version": __version__,
@@ -348,8 +383,9 @@ def _decide(inst: dict[str, Any], rec: Recording, out: Path) -> None:
         return
     if rec.path:
         shutil.rmtree(rec.path, ignore_errors=True)
-    if rec.status == "interrupted":
-        inst.update(status="pending", reason="interrupted")
+    if rec.status in ("interrupted", "undeployed"):
+        # Nothing of the instance ran (cut short, or its environment did not deploy): it is recorded on resume.
+        inst.update(status="pending", reason=rec.reason if rec.status == "undeployed" else "interrupted")
         return
     inst.update(status=DROPPED, reason=rec.reason or rec.status, snapshot=None)
 

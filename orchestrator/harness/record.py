@@ -102,7 +102,7 @@ class Recording:
 
     scenario: str
     repeat: int
-    status: str  # recorded | invalid | error | timeout | interrupted
+    status: str  # recorded | invalid | error | timeout | interrupted | undeployed (no environment: nothing injected)
     reason: str = ""
     snapshot_id: str = ""
     path: str = ""
@@ -228,7 +228,9 @@ def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Pro
                 healthy, since, deploy_s = False, None, deploy.elapsed
                 if deploy.status != "successful":
                     reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}"
-                    emit(Recording(scn.id, repeat, "error", reason, host=host.id))
+                    # Nothing of the scenario ran: its environment did not come up (or the deploy was cut short).
+                    emit(Recording(scn.id, repeat, "interrupted" if deploy.status == "canceled" else "undeployed",
+                                   reason, host=host.id))
                     close_host(host)
                     host = None
                     continue

@@ -35,6 +35,7 @@ class Fakes:
         self.leftover: set[int] = set()
         self.leak = ""  # a string the stand-in snapshot's log carries
         self.passes = True
+        self.undeployed: set[int] = set()  # indexes whose environment does not deploy
 
     def record(self, scenarios: list[Any], out: Path, repeats: int, progress: Progress, on_recording: Any,
                cap_s: float, parallel: int = 1) -> list[Recording]:
@@ -42,7 +43,9 @@ class Fakes:
         for scn in scenarios:
             n = len(self.recorded)
             self.recorded.append(scn.id)
-            if n in self.fail:
+            if n in self.undeployed:
+                rec = Recording(scn.id, 1, "undeployed", "deploy timeout: ")
+            elif n in self.fail:
                 rec = Recording(scn.id, 1, "invalid", "fault did not manifest: ServiceDown never fired")
             else:
                 sid = f"{scn.id}-20261127T000000Z-{n:06x}"
@@ -152,6 +155,36 @@ def test_dropped_instances_are_recorded_again_only_when_asked(tmp_path: Path, fa
     assert sum(y["verified"] for y in again["yields"].values()) == 3
     assert (out / layout.SCENARIOS / dropped[0] / "scenario.yaml").is_file()
     assert "| Retried |" in render([card(out)])
+
+
+def test_an_environment_that_did_not_deploy_drops_nothing(tmp_path: Path, fakes: Fakes) -> None:
+    fakes.undeployed = {0}
+    out = tmp_path / "c"
+    first = build(request(count=2), out, Progress())
+    assert [i["status"] for i in first["instances"]] == ["pending", "verified"]
+    assert first["instances"][0]["reason"].startswith("deploy timeout")
+    again = build(request(count=2), out, Progress())
+    assert fakes.recorded[2:] == [first["instances"][0]["id"]]
+    assert [i["status"] for i in again["instances"]] == ["verified", "verified"]
+
+
+def test_one_build_at_a_time_on_a_folder_and_stray_snapshots_leave(tmp_path: Path, fakes: Fakes) -> None:
+    import fcntl
+
+    from orchestrator.errors import OpsBenchError
+
+    out = tmp_path / "c"
+    build(request(count=2), out, Progress())
+    with (out / corpus_build.LOCK).open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running build holds it
+        with pytest.raises(OpsBenchError, match="another `opsbench corpus build` is running"):
+            build(request(count=2), out, Progress())
+    stray = out / layout.SNAPSHOTS / "inc-000000000000-20261127T000000Z-abcdef"
+    (stray / "telemetry").mkdir(parents=True)
+    again = build(request(count=2), out, Progress())
+    assert not stray.exists() and len(fakes.recorded) == 2
+    assert len(list((out / layout.SNAPSHOTS).iterdir())) == 2
+    assert layout.read_index(out)["checksum"] == layout.checksum(out) and again["leak_check"]["leaks"] == []
 
 
 def test_a_generated_corpus_grows_and_sheds_what_is_no_longer_drawn(tmp_path: Path, fakes: Fakes) -> None:
