@@ -88,7 +88,7 @@ def pytest_unconfigure(config):
 '''
 
 
-def _module_name(rel: str) -> str:
+def module_name(rel: str) -> str:
     parts = Path(rel).with_suffix("").parts
     if parts and parts[0] == "src":
         parts = parts[1:]
@@ -226,7 +226,7 @@ def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
                 # co_firstlineno of a decorated function is its first decorator's line
                 targets[(rel, node.name)] = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     calls = capture(gen, [(f, n, line) for (f, n), line in sorted(targets.items())])
-    names = {f"{(bench.root.resolve() / f)}|{n}|{line}": (_module_name(f), n) for (f, n), line in targets.items()}
+    names = {f"{(bench.root.resolve() / f)}|{n}|{line}": (module_name(f), n) for (f, n), line in targets.items()}
     expand(gen, calls, names)
     def recorded(m: mutate.Mutation) -> list[dict[str, Any]]:
         line = targets.get((m.path, m.function))
@@ -245,7 +245,7 @@ def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
             continue
         # The recorded calls first (one small test file, about a second): most mutants they cannot tell apart are
         # never run against the whole suite.
-        module = _module_name(m.path)
+        module = module_name(m.path)
         rel = test_path(bench.root, m.function)
         (bench.root / rel).write_text(test_source(module, m.function, recorded(m)))
         try:

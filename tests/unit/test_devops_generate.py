@@ -225,8 +225,8 @@ def test_a_removal_keeps_enough_context_for_its_reverse_to_be_exact() -> None:
 
 
 def test_the_recorded_test_is_plain_pytest_and_the_helper_scripts_are_python() -> None:
-    assert testgen._module_name("src/cachetools/func.py") == "cachetools.func"
-    assert testgen._module_name("inflection/__init__.py") == "inflection"
+    assert testgen.module_name("src/cachetools/func.py") == "cachetools.func"
+    assert testgen.module_name("inflection/__init__.py") == "inflection"
     source = testgen.test_source("idna.core", "alabel", [{"args": ["'xn--a'"], "kwargs": {}, "result": "b'xn--a'"},
                                                         {"args": ["'b'", "1"], "kwargs": {"strict": "True"},
                                                          "result": "[1, 2]"}])
