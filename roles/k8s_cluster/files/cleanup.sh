@@ -3,6 +3,7 @@
 # host: containerd shims of this cluster (found by their socket address), mounts under the run and socket
 # dirs, the pod bridge, kube-proxy's iptables rules and kubelet's cgroups. Prints one line per removal.
 set -uo pipefail
+export PATH=/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 run=$1 sock=$2 bridge=$3 bin=$4 net=$5
 
 # Shims and their containers started by this cluster's containerd (its -address names our socket).
