@@ -383,9 +383,10 @@ def _decide(inst: dict[str, Any], rec: Recording, out: Path) -> None:
         return
     if rec.path:
         shutil.rmtree(rec.path, ignore_errors=True)
-    if rec.status in ("interrupted", "undeployed"):
-        # Nothing of the instance ran (cut short, or its environment did not deploy): it is recorded on resume.
-        inst.update(status="pending", reason=rec.reason if rec.status == "undeployed" else "interrupted")
+    if rec.status in ("interrupted", "not-injected"):
+        # Nothing of the instance ran (cut short, or its environment did not deploy or was not healthy before the
+        # injection): that says nothing of the instance, which is recorded on resume.
+        inst.update(status="pending", reason=rec.reason if rec.status == "not-injected" else "interrupted")
         return
     inst.update(status=DROPPED, reason=rec.reason or rec.status, snapshot=None)
 

@@ -102,7 +102,7 @@ class Recording:
 
     scenario: str
     repeat: int
-    status: str  # recorded | invalid | error | timeout | interrupted | undeployed (no environment: nothing injected)
+    status: str  # recorded | invalid | error | timeout | interrupted | not-injected (no environment fit for it)
     reason: str = ""
     snapshot_id: str = ""
     path: str = ""
@@ -195,6 +195,8 @@ def _recording(scn: Scenario, repeat: int, trial: Run, summary: dict[str, Any], 
     status = "recorded" if made and summary["status"] == "completed" else summary["status"]
     if status == "completed":
         status = "error"
+    if status not in ("recorded", "interrupted") and "inject" not in phases:
+        status = "not-injected"  # the environment was not fit (its baseline failed): nothing of the scenario ran
     reason = summary.get("reason", "")
     leftovers = [str(x) for x in summary.get("leftovers") or []]
     if made and summary.get("cleanup") != "done":
@@ -229,7 +231,7 @@ def _record_on_hosts(cells: list[tuple[Scenario, int]], out: Path, progress: Pro
                 if deploy.status != "successful":
                     reason = f"deploy {deploy.status}: {'; '.join(deploy.failures)[:300]}"
                     # Nothing of the scenario ran: its environment did not come up (or the deploy was cut short).
-                    emit(Recording(scn.id, repeat, "interrupted" if deploy.status == "canceled" else "undeployed",
+                    emit(Recording(scn.id, repeat, "interrupted" if deploy.status == "canceled" else "not-injected",
                                    reason, host=host.id))
                     close_host(host)
                     host = None

@@ -44,7 +44,7 @@ class Fakes:
             n = len(self.recorded)
             self.recorded.append(scn.id)
             if n in self.undeployed:
-                rec = Recording(scn.id, 1, "undeployed", "deploy timeout: ")
+                rec = Recording(scn.id, 1, "not-injected", "deploy timeout: ")
             elif n in self.fail:
                 rec = Recording(scn.id, 1, "invalid", "fault did not manifest: ServiceDown never fired")
             else:
