@@ -99,7 +99,7 @@ def classify(run_status: str, scores: dict[str, Any], pass_key: str = "fl_pass")
     return "correct" if scores.get(pass_key) == 1 else "wrong"
 
 
-def _decider(evaluations: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str]:
+def decider(evaluations: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str]:
     for evaluator, key in DECIDERS:
         if evaluator in evaluations:
             return evaluations[evaluator], key
@@ -166,7 +166,7 @@ def load(agent: str | None = None, scenario: str | None = None, since: float | N
             left_out += 1
             continue
         evaluations = metrics[run["id"]]
-        (scores, pass_key), timing = _decider(evaluations), evaluations.get("agent", {})
+        (scores, pass_key), timing = decider(evaluations), evaluations.get("agent", {})
         meta = json.loads(run["scenario_meta"]) if run.get("scenario_meta") else _current_meta(run["scenario_id"])
         trials.append(Trial(
             run_id=run["id"], scenario=run["scenario_id"], agent=label, agent_name=name, model=model,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import atif
-from orchestrator.report import CSS as REPORT_CSS
+from orchestrator.report_css import CSS as REPORT_CSS
 
 MAX_TEXT = 20_000  # characters of one argument or answer shown (the export and the records have them whole)
 MAX_IMAGE = 3 * 1024 * 1024  # bytes of one screenshot embedded
@@ -338,9 +338,9 @@ def _summary(doc: dict[str, Any], state: dict[str, Any], outcome: str) -> str:
 
 def outcome_of(evaluations: dict[str, Any], status: Any) -> str:
     """The trial's outcome as the results classify it (correct, wrong, no_submission, malformed, excluded)."""
-    from orchestrator.results import _decider, classify
+    from orchestrator.results import classify, decider
 
-    scores, key = _decider(evaluations or {})
+    scores, key = decider(evaluations or {})
     return classify(str(status), scores, key)
 
 
