@@ -64,7 +64,8 @@ def _jsonl(*candidates: Path) -> list[dict[str, Any]]:
     return []
 
 
-def _json(path: Path) -> dict[str, Any]:
+def read_object(path: Path) -> dict[str, Any]:
+    """A JSON object file of a run, or {} when it is missing, unreadable or not an object."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -146,11 +147,11 @@ def _ts(record: dict[str, Any]) -> float:
 
 def build(run_dir: Path) -> dict[str, Any]:
     """The ATIF document of the trial recorded in ``run_dir`` (the directory of its ``run.json``)."""
-    state = _json(run_dir / "run.json")
+    state = read_object(run_dir / "run.json")
     if not state:
         raise AtifError(f"{run_dir}: no readable run.json: not a run directory")
     agent_dir, gateway, artifacts = run_dir / "agent", run_dir / "gateway", run_dir / "artifacts"
-    manifest, preset = _json(agent_dir / "manifest.json"), _json(agent_dir / "preset.json")
+    manifest, preset = read_object(agent_dir / "manifest.json"), read_object(agent_dir / "preset.json")
     tools = _jsonl(gateway / "trajectory.jsonl", artifacts / "trajectory.jsonl")
     models = _jsonl(gateway / "model-calls.jsonl", artifacts / "model-calls.jsonl")
     answers = {str(a.get("sha256")): a for a in _jsonl(gateway / "answers.jsonl", artifacts / "answers.jsonl")}
@@ -210,7 +211,7 @@ def build(run_dir: Path) -> dict[str, Any]:
             "snapshot_id": state.get("snapshot_id"), "status": state.get("status"),
             "agent": {k: agent_result.get(k) for k in ("status", "exit_code", "elapsed", "started_at", "ended_at")
                       if k in agent_result},
-            "output": _json(artifacts / "agent-output.json") or _json(agent_dir / "output.json") or None,
+            "output": read_object(artifacts / "agent-output.json") or read_object(agent_dir / "output.json") or None,
             "evaluations": (summary.get("evaluate") or {}).get("stats", {}).get("evaluations")}},
     }
     found = problems(doc)

@@ -91,14 +91,6 @@ MEANINGS: dict[str, str] = {
 }
 
 
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
 def _when(stamp: Any) -> float | None:
     if stamp is None:
         return None
@@ -347,7 +339,7 @@ def outcome_of(evaluations: dict[str, Any], status: Any) -> str:
 def render(run_dir: Path, back: str | None = None) -> str:
     """The page of the run recorded in ``run_dir``; ``back``: a link to the report it belongs to."""
     doc = atif.build(run_dir)
-    state = _json(run_dir / "run.json")
+    state = atif.read_object(run_dir / "run.json")
     ops = doc["extra"]["opsbench"]
     evaluations = ops.get("evaluations") or {}
     outcome = outcome_of(evaluations, state.get("status"))

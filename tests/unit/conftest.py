@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,27 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from frozen_fixtures import synthetic_snapshot  # here, so that modules that never use it do not import it
 
     return synthetic_snapshot(tmp_path_factory.mktemp("rec"))
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_SETUP = "`make setup` installs it (pip extras `dev`; chromium via roles/bootstrap_host)"
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Chromium for the layout tests: Debian's, driven by Playwright (`playwright install` cannot fetch
+    browsers here)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail(f"playwright is not installed: {CHROMIUM_SETUP}")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: {CHROMIUM_SETUP}")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, timeout=120_000, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--no-first-run"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,6 @@ from orchestrator import report, results
 pytestmark = pytest.mark.usefixtures("home")  # a private OPSBENCH_HOME (conftest)
 
 WIDTH, HEIGHT = 1280, 900
-CHROMIUM = "/usr/bin/chromium"
-SETUP = "`make setup` installs it (pip extras `dev`; chromium via roles/bootstrap_host)"
 SECTIONS = ["leaderboard", "pass-rate", "complexity", "ntam", "agent-time", "traces"]
 
 # Per table: the box it scrolls in, and whether that box is what scrolls. Per chart: its box and its data marks.
@@ -46,24 +43,6 @@ MEASURE = """() => {
 }"""
 
 
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail(f"playwright is not installed: {SETUP}")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: {SETUP}")
-    with sync_playwright() as p:
-        # Debian's chromium, never Playwright's own download (`playwright install` cannot fetch browsers here).
-        chromium = p.chromium.launch(executable_path=CHROMIUM, timeout=120_000, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--no-first-run"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_a_wide_report_fits_a_1280_px_window(browser: Any, tmp_path: Path) -> None:

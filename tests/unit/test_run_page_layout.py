@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,6 @@ from orchestrator import report, results, run_page
 pytestmark = pytest.mark.usefixtures("home")
 
 WIDTH, HEIGHT = 1280, 900
-CHROMIUM = "/usr/bin/chromium"
-SETUP = "`make setup` installs it (pip extras `dev`; chromium via roles/bootstrap_host)"
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5Erk"
                        "Jggg==")
 
@@ -43,23 +40,6 @@ MEASURE = """() => {
   };
 }"""
 
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail(f"playwright is not installed: {SETUP}")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: {SETUP}")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, timeout=120_000, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--no-first-run"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def _shot(page: Any, name: str) -> None:
