@@ -24,7 +24,9 @@ from orchestrator.schemacheck import json_path, schema_problems
 from orchestrator.spec import Scenario, spec_files
 from orchestrator.yamlfile import read_yaml
 
-GENERATED_ID = re.compile(r"inc-[0-9a-f]{12}")
+GENERATED_ID = re.compile(r"inc-[0-9a-f]{12}|devops-gen-(?:issue|testgen|build)-[a-z0-9-]+-[0-9a-f]{8}")
+"""Ids of generated instances: `opsbench generate`'s opaque ones, `opsbench devops generate`'s (family, project and
+a digest of the draw; the family is the task's kind and the project its workspace, both in the manifest anyway)."""
 DEFAULT_STEP_TIMEOUTS = {"job": 600, "idle": 300}
 """lifecycle.DEFAULT_TIMEOUTS (not imported: validation stays clear of the step engine); a test keeps them equal."""
 
@@ -117,7 +119,8 @@ def registry_problems(scn: Scenario) -> list[Problem]:
     f = str(scn.path)
     if scn.data["metadata"].get("generated"):  # drawn by `opsbench generate`: opaque, never registered
         return [] if GENERATED_ID.fullmatch(scn.id) else [
-            Problem(f, "$.metadata.id", f"a generated instance's id is inc- and 12 hex digits, not '{scn.id}'")]
+            Problem(f, "$.metadata.id", "a generated instance's id is inc- and 12 hex digits (or "
+                                        f"devops-gen-<family>-<project>-<8 hex digits>), not '{scn.id}'")]
     entry = load_registry().get(scn.id)
     if entry is None:
         return [Problem(f, "$.metadata.id",
@@ -156,7 +159,7 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
     problems += finops_truth_problems(g, gt)
     if gt["scenario"] != scn.id:
         problems.append(Problem(g, "$.scenario", f"is '{gt['scenario']}' but the spec's id is '{scn.id}'"))
-    topo = load_topology(scn.data["environment"]["application"], scn.backend)
+    topo = load_topology(scn.data["environment"]["application"], scn.backend, scn.environment.get("args"))
     if topo is None:
         return [*problems, Problem(g, "$.entities", f"environment '{scn.environment_role}' declares no "
                                                     "topology (files/topology.yml), so entities cannot be checked")]

@@ -36,7 +36,7 @@ from orchestrator.devops_projects import buildcfg, issue_text, mutate, testgen
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects.bench import Bench, Suite
 from orchestrator.devops_projects.fetch import CONTRACT_FILE, Cache, StepFailed
-from orchestrator.devops_projects.run import contract_meta, default_cache
+from orchestrator.devops_projects.run import contract_meta, default_cache, language_meta
 from orchestrator.devops_projects.tasks import (
     Checker,
     Draw,
@@ -295,6 +295,14 @@ def _manifest_command(edits: list[dict[str, Any]], pristine: Path | None) -> str
     return " && ".join(parts)
 
 
+def environment_of(inst: Instance) -> dict[str, Any]:
+    """The workspace with the instance's upstream project alone (env_workspace `upstream`: copied at its pinned
+    version from the cache, checked as its contract says, the pristine test count the evaluation expects)."""
+    tests = int(inst.provenance.get("pristine_tests", 0))
+    return {"backend": "local", "application": "workspace",
+            "args": {"projects": [], "upstream": [{"id": inst.project, **language_meta(inst.language, tests)}]}}
+
+
 def scenario_docs(inst: Instance, pristine: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(scenario.yaml, ground_truth.yaml) of an instance, in the shape of the hand-written devops-* scenarios (the
     manifestation check compares the edited files' sha256 with the faulty ones: `pristine` is the project's tree)."""
@@ -304,7 +312,7 @@ def scenario_docs(inst: Instance, pristine: Path | None = None) -> tuple[dict[st
     check_args = {"project": inst.project}
     scenario = {
         "apiVersion": "opsbench/v1", "kind": "Scenario",
-        "metadata": {"id": inst.id, "name": f"{inst.title}",
+        "metadata": {"id": inst.id, "name": f"{inst.title}", "generated": True,
                      "description": f"Generated from {inst.project} (family {inst.family}); proven by make check "
                                     "on fresh copies: the untouched state fails, the reference passes.",
                      "version": 1, "domain": "DevOps", "class": CLASS[inst.family],
@@ -312,7 +320,7 @@ def scenario_docs(inst: Instance, pristine: Path | None = None) -> tuple[dict[st
                                     "resolutionSteps": 3, "technologies": [inst.language],
                                     "value": complexity_value(1, 3, 1)},
                      "tags": ["devops", CLASS[inst.family], inst.project, "generated"]},
-        "environment": {"backend": "local", "application": "workspace"},
+        "environment": environment_of(inst),
         "faults": [{"name": "injected-defect", "role": "fault_workspace_edit",
                     "args": {"project": inst.project, "edits": inst.fault_edits}}],
         "checks": {

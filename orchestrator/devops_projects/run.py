@@ -58,13 +58,18 @@ def contract_meta(project: cat.Project, tests: int = 0) -> dict[str, Any]:
     """The project's entry in the shape of roles/env_workspace/files/projects.yml (check command, report kind,
     protected files, build files): the hook task generation uses to place a fetched project in the workspace and
     score it with evaluate_workspace unchanged."""
+    return language_meta(project.language, tests)
+
+
+def language_meta(language: str, tests: int = 0) -> dict[str, Any]:
+    """contract_meta by language: what a generated scenario carries in env_workspace's `upstream` args."""
     protected = {"go": ["**/*_test.go", "*_test.go", "**/testdata/**", "testdata/**"],
                  "java": ["src/test/**"],
-                 "python": ["tests/**", "**/tests/**", "test_*.py", "**/test_*.py"]}[project.language]
+                 "python": ["tests/**", "**/tests/**", "test_*.py", "**/test_*.py"]}[language]
     build_files = {"go": ["go.mod"], "java": ["pom.xml"],
-                   "python": ["pyproject.toml", "setup.py", "setup.cfg"]}[project.language]
-    return {"language": project.language, "check": f"make -s -f {CONTRACT_FILE} check",
-            "report": REPORT_KIND[project.language], "tests": tests, "protected": [CONTRACT_FILE, *protected],
+                   "python": ["pyproject.toml", "setup.py", "setup.cfg"]}[language]
+    return {"language": language, "check": f"make -s -f {CONTRACT_FILE} check",
+            "report": REPORT_KIND[language], "tests": tests, "protected": [CONTRACT_FILE, *protected],
             "build_files": build_files}
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 import json
 import re
 import secrets
@@ -211,15 +212,18 @@ def count_report(root: Path, kind: str) -> tuple[int, int, bool]:
 
 
 def run_check(scratch: Path, project: str, meta: dict[str, Any], image: str = IMAGE, timeout: float = 300,
-              uid: int = 1000, runner: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run) -> CheckRun:
-    """`make check` (the project's `check` command) in a fresh, networkless, limited container of the image."""
+              uid: int = 1000, runner: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+              deps: tuple[str, str] | None = None) -> CheckRun:
+    """`make check` (the project's `check` command) in a fresh, networkless, limited container of the image;
+    `deps` (host folder, container path) mounts an upstream project's offline registry caches read-only."""
     import time
     subprocess.run(["chown", "-R", f"{uid}:{uid}", str(scratch)], check=True)
     name = f"ob-eval-{secrets.token_hex(4)}"
+    mounts = [f"--mount=type=bind,source={deps[0]},destination={deps[1]},ro"] if deps else []
     argv = ["podman", "run", "--rm", f"--name={name}", "--network=none", "--memory=2g", "--memory-swap=2g",
             "--cpus=1.5", "--pids-limit=512", "--init", "--security-opt=no-new-privileges", f"--user={uid}:{uid}",
             "--tmpfs=/tmp:rw,nosuid,nodev,size=512m,mode=1777",
-            f"--mount=type=bind,source={scratch},destination=/workspace/{project}",
+            f"--mount=type=bind,source={scratch},destination=/workspace/{project}", *mounts,
             f"--workdir=/workspace/{project}", image,
             "timeout", "-s", "KILL", str(int(timeout)), "sh", "-c", meta["check"]]
     started = time.monotonic()
@@ -282,33 +286,69 @@ def _tests_stage(stage: dict[str, Any], agent: Path, pristine: Path, meta: dict[
             "fixed": asdict(fixed), "buggy": asdict(buggy) if buggy else None}
 
 
+def _bound(check: Callable[[Path, str, dict[str, Any]], CheckRun], project: str,
+           meta: dict[str, Any]) -> Callable[[Path], CheckRun]:
+    return lambda scratch: check(scratch, project, meta)
+
+
+def upstream_projects(ws: dict[str, Any]) -> dict[str, tuple[dict[str, Any], Path]]:
+    """The upstream projects environment.json's `workspace` publishes (roles/env_workspace `upstream`): per id, how
+    it is checked (the shape of projects.yml) and its pristine tree on the host."""
+    entries = ws.get("upstream") or []
+    if not entries:
+        return {}
+    src = ws.get("upstream_src")
+    if not isinstance(entries, list) or not src:
+        raise ValueError("environment.json workspace.upstream: must be a list of projects, with upstream_src set")
+    out = {}
+    for i, entry in enumerate(entries):
+        missing = [k for k in ("id", "check", "report", "tests", "protected") if k not in (entry or {})]
+        if missing:
+            raise ValueError(f"environment.json workspace.upstream[{i}]: missing {', '.join(missing)}")
+        out[str(entry["id"])] = (dict(entry), Path(str(src)) / str(entry["id"]))
+    return out
+
+
 def score_workspace(output_file: Path | None, ground_truth: dict[str, Any], environment: dict[str, Any],
                     work: Path, image: str = IMAGE, timeout: float = 300, source: Path = SOURCE_DIR,
                     projects: dict[str, dict[str, Any]] | None = None,
                     check: Callable[[Path, str, dict[str, Any]], CheckRun] | None = None) -> dict[str, Any]:
-    """Score every stage; `workspace_pass` is 1 when all pass. `check` replaces the container run (tests)."""
+    """Score every stage; `workspace_pass` is 1 when all pass. `check` replaces the container run (tests). A stage
+    on an upstream project (environment.json `workspace.upstream`) uses its published check and pristine tree, and
+    its checks mount the offline caches (`workspace.deps` at `workspace.deps_mount`)."""
     projects = projects if projects is not None else load_projects()
     stages = ground_truth.get("workspace", {}).get("stages", [])
     ws = environment.get("workspace") or {}
+    upstream = upstream_projects(ws)
+    deps = (str(ws["deps"]), str(ws["deps_mount"])) if upstream and ws.get("deps") and ws.get("deps_mount") else None
     kinds = list(dict.fromkeys(s["kind"] for s in stages))
     report = load_output(output_file, kinds[0]) if kinds else None
     results = []
     for stage in stages:
         project = stage["project"]
-        meta = projects[project]
+        if project in upstream:
+            meta, pristine = upstream[project]
+            mount = deps
+        elif project in projects:
+            meta, pristine, mount = projects[project], source / project, None
+        else:
+            raise ValueError(f"ground truth stage {stage['task']}: project {project} is neither a written project "
+                             f"({', '.join(projects)}) nor an upstream one the environment deployed "
+                             f"({', '.join(upstream) or 'none'})")
         agent = Path(ws.get("tree", "")) / project
-        run_check_here = (lambda d, p=project, m=meta: check(d, p, m)) if check else (
-            lambda d, p=project, m=meta: run_check(d, p, m, image, timeout, int(ws.get("uid", 1000))))
+        run_check_here = _bound(check, project, meta) if check else functools.partial(
+            run_check, project=project, meta=meta, image=image, timeout=timeout, uid=int(ws.get("uid", 1000)),
+            deps=mount)
         base = {"task": stage["task"], "kind": stage["kind"], "project": project}
         if not agent.is_dir():
             results.append({**base, "passed": False, "reason": f"the workspace has no project {project}"})
             continue
         scorer = _fix_stage if stage["kind"] == "fix" else _tests_stage
-        changed, diff = tree_diff(agent, source / project)
+        changed, diff = tree_diff(agent, pristine)
         if diff:
             # Beside the scores (the scratch copies under `work` are removed): evaluation/<name>-<task>.diff.
             (work.parent / f"{work.name.removesuffix('-work')}-{stage['task']}.diff").write_text(diff)
-        results.append({**base, **scorer(stage, agent, source / project, meta, work, run_check_here),
+        results.append({**base, **scorer(stage, agent, pristine, meta, work, run_check_here),
                         "changed_vs_pristine": changed})
     passed = sum(1 for r in results if r["passed"])
     return {

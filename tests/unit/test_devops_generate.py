@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, tasks, testgen
+from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, run, tasks, testgen
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.errors import OpsBenchError
 from orchestrator.spec import load_scenario
@@ -188,19 +188,24 @@ def test_an_instance_is_written_as_a_scenario_in_the_hand_written_shape(tmp_path
                              "`clamp` in idna gives a wrong result", "A user filed this issue:\n\n> text\n", [edit],
                              {"task": "resolve-issue", "kind": "fix", "project": "python-idna"},
                              [{"path": edit["path"], "old": edit["new"], "new": edit["old"]}],
-                             provenance={"hidden_tests": ["tests/test_x.py::test_clamp"]}, proof={"untouched": {}})
+                             provenance={"hidden_tests": ["tests/test_x.py::test_clamp"], "pristine_tests": 32},
+                             proof={"untouched": {}})
     pristine = tmp_path / "pristine"
     (pristine / "pkg").mkdir(parents=True)
     (pristine / "pkg" / "sample.py").write_text(SAMPLE)
     folder = generate.write_instance(inst, tmp_path / "out", pristine)
     load_scenario(folder / "scenario.yaml")  # the scenario schema holds
-    # and every other rule of `opsbench validate`, but two: generated ids are not in REGISTRY.yaml (they are not
-    # committed), and env_workspace's topology does not list the upstream projects yet (it does not deploy them)
-    problems = [p for p in validate_scenario_file(folder / "scenario.yaml")
-                if "REGISTRY" not in p.message and "topology of 'env_workspace'" not in p.message]
-    assert problems == []
+    # and every rule of `opsbench validate`: a generated id needs no REGISTRY.yaml entry, and the upstream project
+    # the workspace deploys (environment args) is in its topology
+    assert validate_scenario_file(folder / "scenario.yaml") == []
     scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
     truth = yaml.safe_load((folder / "ground_truth.yaml").read_text())
+    assert scenario["metadata"]["generated"] is True
+    # env_workspace deploys the upstream project alone, checked as its contract says, expecting the pristine count
+    assert scenario["environment"]["args"]["projects"] == []
+    [upstream] = scenario["environment"]["args"]["upstream"]
+    assert upstream == {"id": "python-idna", **run.language_meta("python", 32)} and upstream["tests"] == 32
+    assert upstream["check"] == "make -s -f opsbench.mk check" and "opsbench.mk" in upstream["protected"]
     assert scenario["metadata"]["class"] == "issue-resolving" and scenario["metadata"]["domain"] == "DevOps"
     assert scenario["faults"][0]["role"] == "fault_workspace_edit"
     assert scenario["faults"][0]["args"]["edits"] == [edit]
@@ -235,3 +240,33 @@ def test_the_recorded_test_is_plain_pytest_and_the_helper_scripts_are_python() -
     assert "assert alabel('b', 1, strict=True) == [1, 2]" in source
     for script in (testgen.CAPTURE_PLUGIN, testgen.EXPAND_SCRIPT):
         compile(script, "<helper>", "exec")
+
+
+def test_a_generated_id_of_another_shape_is_refused_and_the_topology_gains_only_listed_projects() -> None:
+    from orchestrator.role_topology import load_topology
+    from orchestrator.validate import GENERATED_ID
+    assert GENERATED_ID.fullmatch("devops-gen-testgen-python-idna-15178cca")
+    assert not GENERATED_ID.fullmatch("devops-gen-oops-python-idna-15178cca")
+    assert not GENERATED_ID.fullmatch("devops-build-junit-unresolvable")
+    topo = load_topology("workspace", "local", {"upstream": [{"id": "go-semver"}]})
+    assert topo is not None
+    ids = {e["id"] for e in topo["entities"]}
+    assert {"go-semver", "go-semver-build", "ratelimit"} <= ids and "go-uuid" not in ids
+    assert {"source": "workspace", "target": "go-semver", "type": "owns"} in topo["edges"]
+    plain = load_topology("workspace")
+    assert plain is not None and "go-semver" not in {e["id"] for e in plain["entities"]}
+
+
+def test_testgen_draws_known_survivors_first_and_never_a_mutant_the_suite_catches() -> None:
+    from orchestrator.devops_projects.bench import Suite
+    from orchestrator.devops_projects.issue_text import Failure
+    muts = [mutate.Mutation("m.py", i, 0, "operator", "<", "<=", f"f{i}") for i in range(8)]
+    screened = {muts[1].key: Suite(passed=9), muts[5].key: Suite(passed=9),
+                muts[2].key: Suite(failed={"t::x": Failure("t", "x", "m")}, passed=8),
+                muts[3].key: Suite(broken="build: does not compile")}
+    order = testgen.survivors_first(muts, screened, "s", "python-idna")
+    assert set(order[:2]) == {muts[1], muts[5]}
+    assert muts[2] not in order and muts[3] not in order  # caught or broken: not test-generation material
+    seeded = [m for m in tasks.draw_order(muts, "s", "python-idna", "testgen") if m.key not in screened]
+    assert order[2:] == seeded  # the rest in the seed's order
+    assert testgen.survivors_first(muts, screened, "s", "python-idna") == order

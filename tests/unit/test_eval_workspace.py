@@ -190,3 +190,65 @@ def test_a_devops_score_reads_as_one_line_per_stage() -> None:
     assert "    fix-build (fix, ratelimit): passed: make check passed (11 tests); changed vs pristine: go.mod" in text
     assert "    write-test (write-tests, ratelimit): failed: no new or changed test file" in text
     assert "xxxx" not in text  # the build log stays in --json and the evaluation file
+
+
+def upstream_env(tmp_path: Path, tree: Path, **extra: Any) -> dict[str, Any]:
+    """environment.json's workspace as env_workspace publishes it with one upstream project `calc`."""
+    return {"workspace": {"tree": str(tree), "upstream": [{"id": "calc", **META}],
+                          "upstream_src": str(tmp_path / "cache"), "deps": str(tmp_path / "deps"),
+                          "deps_mount": "/opt/opsbench-deps", **extra}}
+
+
+def test_an_upstream_project_is_scored_from_its_published_check_and_pristine_tree(tmp_path: Path) -> None:
+    # The pristine tree is the cache's, not files/projects: a stage on it restores the protected files from there.
+    make_project(tmp_path / "cache" / "calc", PRISTINE)
+    tree = make_project(tmp_path / "tree" / "calc", {**PRISTINE, "src/calc.py": "def add(a, b):\n    return a - b\n"
+                                                     }).parent
+    seen: list[dict[str, Any]] = []
+
+    def check(scratch: Path, project: str, meta: dict[str, Any]) -> wsv.CheckRun:
+        seen.append(meta)
+        return fake_check(CORRECT)(scratch, project, meta)
+
+    stage = {"task": "t", "kind": "fix", "project": "calc", "hidden_test_count": 1,
+             "hidden_tests": [{"path": "tests/test_issue.py", "content": "x"}]}
+    result = wsv.score_workspace(None, {"workspace": {"stages": [stage]}}, upstream_env(tmp_path, tree),
+                                 tmp_path / "work", projects={}, check=check)
+    assert result["workspace_pass"] == 0 and seen == [{"id": "calc", **META}]
+    assert result["stages"][0]["changed_vs_pristine"] == ["src/calc.py"]
+    make_project(tree / "calc", PRISTINE)  # the agent's fix
+    assert wsv.score_workspace(None, {"workspace": {"stages": [stage]}}, upstream_env(tmp_path, tree),
+                               tmp_path / "work2", projects={}, check=check)["workspace_pass"] == 1
+
+
+def test_a_stage_on_a_project_nobody_deployed_names_both_lists(tmp_path: Path) -> None:
+    tree = make_project(tmp_path / "tree" / "other", PRISTINE).parent
+    with pytest.raises(ValueError, match=r"project other is neither a written project \(ratelimit\) nor an upstream "
+                                         r"one the environment deployed \(calc\)"):
+        wsv.score_workspace(None, {"workspace": {"stages": [{"task": "t", "kind": "fix", "project": "other"}]}},
+                            upstream_env(tmp_path, tree), tmp_path / "work", projects={"ratelimit": META},
+                            check=fake_check(CORRECT))
+
+
+def test_a_malformed_upstream_entry_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"workspace.upstream\[0\]: missing report, tests"):
+        wsv.upstream_projects({"upstream": [{"id": "x", "check": "make check", "protected": []}], "upstream_src": "/c"})
+    with pytest.raises(ValueError, match="with upstream_src set"):
+        wsv.upstream_projects({"upstream": [{"id": "x"}]})
+
+
+def test_run_check_mounts_the_offline_caches_read_only_for_an_upstream_project(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    calls: list[list[str]] = []
+    monkeypatch.setattr(wsv.subprocess, "run", lambda argv, **_kw: subprocess.CompletedProcess(argv, 0, "", ""))
+
+    def runner(argv: list[str], **_kw: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    wsv.run_check(tmp_path, "calc", META, runner=runner, deps=("/cache/deps", "/opt/opsbench-deps"))
+    wsv.run_check(tmp_path, "calc", META, runner=runner)
+    mount = "--mount=type=bind,source=/cache/deps,destination=/opt/opsbench-deps,ro"
+    assert mount in calls[0] and calls[0].index(mount) < calls[0].index(wsv.IMAGE)
+    assert not any("opsbench-deps" in a for a in calls[1])

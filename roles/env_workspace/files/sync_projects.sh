@@ -2,8 +2,8 @@
 # sync_projects.sh SOURCE DEST UID PROJECT...: make DEST/PROJECT hold every file of SOURCE/PROJECT, owned by UID
 # (user and group). Only files that are missing or differ are copied (whole projects in one tar pipe), files DEST has
 # beyond them (build output) are left alone, and caches a tool left in SOURCE (__pycache__, .ruff_cache, ...) are
-# not copied. Prints "updated PROJECT: N file(s)" for each project it changed. Coreutils, findutils and tar only (what
-# the AWX execution environment has).
+# not copied, nor the fetch record of an upstream project (.opsbench-fetch.json). Prints "updated PROJECT: N file(s)"
+# for each project it changed. Coreutils, findutils and tar only (what the AWX execution environment has).
 set -eu
 [ $# -ge 3 ] || { echo "usage: $0 SOURCE DEST UID PROJECT..." >&2; exit 2; }
 src=$1 dest=$2 uid=$3
@@ -14,7 +14,8 @@ for project in "$@"; do
   [ -d "$src/$project" ] || { echo "no project $project in $src" >&2; exit 2; }
   : > "$list"
   (cd "$src/$project" && find . \( -name __pycache__ -o -name .ruff_cache -o -name .mypy_cache \
-      -o -name .pytest_cache -o -name '*.egg-info' -o -name .venv -o -name target -o -name .git \) -prune \
+      -o -name .pytest_cache -o -name '*.egg-info' -o -name .venv -o -name target -o -name .git \
+      -o -name .opsbench-fetch.json \) -prune \
       -o \( -type f -o -type l \) -print) | sed 's|^\./||' | sort | while IFS= read -r f; do
     if [ -L "$src/$project/$f" ]; then
       [ -L "$dest/$project/$f" ] && [ "$(readlink "$src/$project/$f")" = "$(readlink "$dest/$project/$f")" ] \

@@ -19,7 +19,7 @@ options:
   edits: {description: The edits., type: list, elements: dict, required: true}
   action: {description: apply or revert., type: str, choices: [apply, revert], default: apply}
   fold: {description: Reset to the baseline first and fold the change into the baseline commit., type: bool, default: false}
-  state_file: {description: Where originals of whole-file edits and deletions are saved (apply) and read (revert)., type: path}
+  state_file: {description: Where the originals of every edited file are saved (apply) and read (revert)., type: path}
   baseline_tag: {description: The tag of the baseline commit., type: str, default: opsbench-baseline}
 """
 
@@ -82,6 +82,10 @@ def apply_edits(root, edits, uid, originals):
         rel = edit.get("path", "")
         path = _inside(root, rel)
         if "old" in edit:
+            # The whole file is kept too: an edit whose new text is not unique (a test function replaced by a blank
+            # line) cannot be reverted by replacing it back.
+            if rel not in originals and path.is_file():
+                originals[rel] = path.read_text()
             changed |= _replace(path, rel, index, edit["old"], edit.get("new", ""), uid)
         elif "content" in edit:
             if rel not in originals:
@@ -105,7 +109,7 @@ def revert_edits(root, edits, uid, originals):
     for index, edit in reversed(list(enumerate(edits, 1))):
         rel = edit.get("path", "")
         path = _inside(root, rel)
-        if "old" in edit:
+        if "old" in edit and rel not in originals:
             if path.is_file():
                 changed |= _replace(path, rel, index, edit.get("new", ""), edit["old"], uid)
         elif rel in originals:
