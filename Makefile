@@ -28,7 +28,7 @@ help:
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=270 K=2 CORPUS_OUT=...]; resumable"
 	@echo "make devops-projects         fetch, verify, build and test the DevOps upstream projects (live) [IDS='...' WHERE=host|workspace RECORD=1]"
-	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=...]"
+	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=... RECORD=1]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex, Gemini CLI, OpenCode) under .agents/ (npm, pinned)"
 	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
@@ -159,7 +159,7 @@ DEVOPS_COUNT ?= 3
 DEVOPS_TASKS_OUT ?= $(CURDIR)/.opsbench/devops-tasks/dev
 devops-tasks:
 	nice -n 19 $(BIN)/opsbench devops generate --seed $(DEVOPS_SEED) --count $(DEVOPS_COUNT) --out $(DEVOPS_TASKS_OUT) \
-	  $(foreach p,$(IDS),--project $(p)) $(foreach f,$(FAMILIES),--family $(f))
+	  $(foreach p,$(IDS),--project $(p)) $(foreach f,$(FAMILIES),--family $(f)) $(if $(RECORD),--record)
 
 validate:
 	@$(BIN)/opsbench validate

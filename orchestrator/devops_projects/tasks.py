@@ -271,6 +271,8 @@ class Host(Protocol):
     tests: int
     bench: Bench
     check: Checker
+    screened: dict[tuple[str, int, int, str, str], Suite]
+    """The suite's result per mutant screened so far (by `Mutation.key`), whichever family screened it."""
 
     def screen(self, m: mutate.Mutation, edit: dict[str, Any]) -> Suite: ...
 

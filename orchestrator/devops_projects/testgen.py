@@ -30,7 +30,9 @@ from orchestrator.devops_projects.tasks import (
 )
 
 CAPTURE_FILE = "opsbench_capture.json"
-MAX_CALLS = 12
+MAX_CALLS = 24
+"""Recorded calls kept per function, and as many again computed on neighbouring inputs: a surviving mutant differs
+from the original on inputs the suite rarely tries, so the more of them, the fewer mutants look equivalent."""
 CAPTURE_PLUGIN = r'''
 """OpsBench: record literal calls of the project's public functions while its tests run (generation only)."""
 import ast, json, os, sys
@@ -131,11 +133,15 @@ def neighbours(value):
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, int):
-        return [value + 1, value - 1, 0, value * 2]
+        return [value + 1, value - 1, 0, value * 2, -value, value + 10, 1]
+    if isinstance(value, float):
+        return [value + 1, value - 1, 0.0, value * 2, -value, value / 2]
     if isinstance(value, str):
-        return [s for s in ("", value[:-1], value + value[-1:], value.upper(), value[::-1]) if s != value]
+        return [s for s in ("", value[:-1], value + value[-1:], value.upper(), value[::-1], value[1:],
+                            value.lower(), value.capitalize(), value + "s", " " + value, value + "_x")
+                if s != value]
     if isinstance(value, (list, tuple)):
-        return [value[:-1], value[::-1], value + value[:1]]
+        return [value[:-1], value[::-1], value + value[:1], value[1:], type(value)()]
     return []
 
 todo = json.load(open(sys.argv[1]))
@@ -180,7 +186,7 @@ def expand(gen: Host, calls: dict[str, list[dict[str, Any]]], names: dict[str, t
     (root / "opsbench_expand.py").write_text(EXPAND_SCRIPT)
     try:
         run_limited([".venv/bin/python", "opsbench_expand.py", "opsbench_expand_in.json", "opsbench_expand_out.json",
-                     str(MAX_CALLS)], cwd=root, timeout=gen.project.limits.test_s,
+                     str(2 * MAX_CALLS)], cwd=root, timeout=gen.project.limits.test_s,
                     env={**gen.bench.env(), "PYTHONPATH": "src" if (root / "src").is_dir() else "."},
                     project=gen.project.id, step="capture")
         out = root / "opsbench_expand_out.json"
@@ -209,13 +215,29 @@ def test_source(module: str, function: str, calls: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def survivors_first(usable: list[mutate.Mutation], screened: dict[Any, Any], seed: str,
+                    project: str) -> list[mutate.Mutation]:
+    """The draw order of test-generation candidates: mutants whose suite run (the issue family's screening, when it
+    ran first) had no failing test come first, then those not screened yet, each group in the seed's order; those
+    the suite is known to catch are left out. Without it most draws end at "an existing test catches it": the
+    recorded calls come from the suite's own tests, so what they tell apart the suite mostly catches too."""
+    order = draw_order(usable, seed, project, "testgen")
+    known = [screened.get(m.key) for m in order]
+    survived = [m for m, suite in zip(order, known, strict=True)
+                if suite is not None and not suite.failed and not suite.broken]
+    unknown = [m for m, suite in zip(order, known, strict=True) if suite is None]
+    return survived + unknown
+
+
 def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
     if gen.project.language != "python":
         report.error = (f"project {gen.project.id}, step generate: test-generation tasks are drawn from Python "
                         "projects only so far (the recorded reference test needs Python's profiler)")
         return
     bench = gen.bench
-    candidates = [m for m in bench.mutations() if "." not in m.function and not m.function.startswith("_")]
+    # Module-level functions, private helpers too (a test may import them): methods need an instance the recorder
+    # cannot replay.
+    candidates = [m for m in bench.mutations() if "." not in m.function and not m.function.startswith("__")]
     report.candidates = len(candidates)
     targets: dict[tuple[str, str], int] = {}
     import ast
@@ -232,7 +254,7 @@ def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
         line = targets.get((m.path, m.function))
         return calls.get(f"{(bench.root.resolve() / m.path)}|{m.function}|{line}", []) if line else []
     usable = [m for m in candidates if recorded(m)]
-    for m in draw_order(usable, gen.seed, gen.project.id, "testgen"):
+    for m in survivors_first(usable, gen.screened, gen.seed, gen.project.id):
         if len(report.instances) >= count or len(report.draws) >= max_draws:
             break
         draw = Draw("testgen", gen.project.id, m.describe())
