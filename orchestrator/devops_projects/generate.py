@@ -82,6 +82,7 @@ class Generator:
                                                                                            self.bench.env())
         self.prepared = False
         self.screened: dict[tuple[str, int, int, str, str], Suite] = {}
+        self.kept: set[tuple[str, int, int, str, str]] = set()
 
     def screen(self, m: mutate.Mutation, edit: dict[str, Any]) -> Suite:
         """The project's tests on the mutant (each mutant run once, whichever family asks)."""
@@ -139,6 +140,8 @@ class Generator:
         for m in draw_order(candidates, self.seed, self.project.id, "issue"):
             if len(report.instances) >= count or len(report.draws) >= max_draws:
                 break
+            if m.key in self.kept:
+                continue
             draw = Draw("issue", self.project.id, m.describe())
             report.draws.append(draw)
             t0 = time.monotonic()
@@ -220,6 +223,7 @@ class Generator:
                         "pristine_tests": self.tests},
             proof=proof))
         draw.kept, draw.instance = True, iid
+        self.kept.add(m.key)
         self.say(f"{self.project.id}: kept {iid} ({m.describe()})")
 
     # -- build-config ----------------------------------------------------------------------------------------------
@@ -298,7 +302,9 @@ def _manifest_command(edits: list[dict[str, Any]], pristine: Path | None) -> str
 def environment_of(inst: Instance) -> dict[str, Any]:
     """The workspace with the instance's upstream project alone (env_workspace `upstream`: copied at its pinned
     version from the cache, checked as its contract says, the pristine test count the evaluation expects)."""
-    tests = int(inst.provenance.get("pristine_tests", 0))
+    # A test-generation task whose reference is a hidden test of the project's own expects more tests than the
+    # workspace's thinned suite, not the pristine one.
+    tests = int(inst.provenance.get("workspace_tests", inst.provenance.get("pristine_tests", 0)))
     return {"backend": "local", "application": "workspace",
             "args": {"projects": [], "upstream": [{"id": inst.project, **language_meta(inst.language, tests)}]}}
 
@@ -436,12 +442,12 @@ def verify_written(folder: Path, where: str = "host", cache: Cache | None = None
     cache = cache or default_cache()
     fault = scenario["faults"][0]["args"]["edits"]
     reference = scenario["reference"][0]["args"]["edits"]
-    tests = int(meta_file["provenance"]["pristine_tests"])
+    tests = int(meta_file["provenance"].get("workspace_tests", meta_file["provenance"]["pristine_tests"]))
     with tempfile.TemporaryDirectory(prefix="opsbench-verify-", dir=work) as tmp:
         bench_env = Bench(project, cache, Path(tmp) / "bench").env()
         check: Checker = WorkspaceChecker(project, cache) if where == "workspace" else Checker(project, cache,
                                                                                                bench_env)
         if stage["kind"] == "write-tests":
-            return verify_tests(cache.tree(project), tests, stage["bug"], reference[0], check, Path(tmp))
+            return verify_tests(cache.tree(project), tests, stage["bug"], reference, check, Path(tmp))
         return verify_fix(cache.tree(project), contract_meta(project, tests), tests, fault, reference, check,
                           Path(tmp), visible_must_pass=meta_file["family"] == "issue")

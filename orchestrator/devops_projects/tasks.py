@@ -222,17 +222,21 @@ def _verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[di
     return "", proof
 
 
-def _verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]], test_edit: dict[str, Any],
-                 check: Callable[[Path], tuple[int, int, int, bool]], work: Path) -> tuple[str, dict[str, Any]]:
-    """('' when proven, else why not, the figures) for a `write-tests` stage: the reference test, put into the
-    pristine project with the bug and without, as evaluate_workspace does, fails there and passes here (with more
-    tests than the pristine suite); an agent that adds no test fails by the evaluator's first rule."""
+def _verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]],
+                  test_edit: dict[str, Any] | list[dict[str, Any]],
+                  check: Callable[[Path], tuple[int, int, int, bool]], work: Path) -> tuple[str, dict[str, Any]]:
+    """('' when proven, else why not, the figures) for a `write-tests` stage: the reference test (one edit, or
+    several test files), put into the pristine project with the bug and without, as evaluate_workspace does, fails
+    there and passes here (with more tests than `tests`, the suite the agent's workspace has); an agent that adds
+    no test fails by the evaluator's first rule."""
     proof: dict[str, Any] = {}
+    edits = test_edit if isinstance(test_edit, list) else [test_edit]
     agent = work / "agent"
-    materialise(pristine, [*bug, test_edit], agent)
+    materialise(pristine, [*bug, *edits], agent)
     fixed_dir, buggy_dir = work / "fixed", work / "buggy"
-    prepare_variant(pristine, agent, [test_edit["path"]], [], fixed_dir)
-    prepare_variant(pristine, agent, [test_edit["path"]], bug, buggy_dir)
+    files = sorted({e["path"] for e in edits})
+    prepare_variant(pristine, agent, files, [], fixed_dir)
+    prepare_variant(pristine, agent, files, bug, buggy_dir)
     rc, passed, failed, _ = check(fixed_dir)
     proof["fixed"] = {"rc": rc, "passed": passed, "failed": failed}
     if rc != 0 or failed or passed <= tests:
@@ -273,6 +277,8 @@ class Host(Protocol):
     check: Checker
     screened: dict[tuple[str, int, int, str, str], Suite]
     """The suite's result per mutant screened so far (by `Mutation.key`), whichever family screened it."""
+    kept: set[tuple[str, int, int, str, str]]
+    """Mutants already kept as an instance (by `Mutation.key`): one family's task per mutant."""
 
     def screen(self, m: mutate.Mutation, edit: dict[str, Any]) -> Suite: ...
 
@@ -291,7 +297,8 @@ def verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[dic
         return f"an edit does not apply: {exc}", {}
 
 
-def verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]], test_edit: dict[str, Any],
+def verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]],
+                 test_edit: dict[str, Any] | list[dict[str, Any]],
                  check: Callable[[Path], tuple[int, int, int, bool]], work: Path) -> tuple[str, dict[str, Any]]:
     """_verify_tests, with an edit that does not apply a reason, not an error."""
     try:

@@ -28,6 +28,7 @@ from orchestrator.devops_projects.tasks import (
     package_name,
     verify_tests,
 )
+from orchestrator.errors import OpsBenchError
 
 CAPTURE_FILE = "opsbench_capture.json"
 MAX_CALLS = 24
@@ -230,10 +231,119 @@ def survivors_first(usable: list[mutate.Mutation], screened: dict[Any, Any], see
 
 
 def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
-    if gen.project.language != "python":
-        report.error = (f"project {gen.project.id}, step generate: test-generation tasks are drawn from Python "
-                        "projects only so far (the recorded reference test needs Python's profiler)")
-        return
+    """Python: recorded-call tests first, then tests of the project's own (`from_hidden_tests`) for the rest of
+    `count`; Go: the project's own tests (no profiler records Go calls)."""
+    if gen.project.language == "python":
+        from_recorded_calls(gen, report, count, max_draws)
+    if len(report.instances) < count and len(report.draws) < max_draws:
+        from_hidden_tests(gen, report, count, max_draws)
+
+
+MAX_HIDDEN = 3
+"""A mutant more test functions catch is a broken library, not one bug (generate.MAX_HIDDEN, the issue family's)."""
+
+
+def from_hidden_tests(gen: Host, report: Report, count: int, max_draws: int) -> None:
+    """Test generation whose reference test is the project's own: a mutant that 1 to MAX_HIDDEN test functions catch
+    (and the rest of the suite does not) is put into the workspace with those tests removed, so no test the agent
+    has catches it; the reference gives the removed tests back (their files as released). The workspace's suite
+    must pass on the mutant, and `verify_tests` proves the reference fails on the mutant and passes on the original
+    with more tests than the workspace has (`workspace_tests`, counted as the evaluation counts). The bug report is
+    written from what the removed tests observed, as an issue's is; a mutant kept by another family is skipped."""
+    import tempfile
+
+    from orchestrator.devops_projects.tasks import materialise
+
+    bench = gen.bench
+    candidates = [m for m in bench.mutations() if m.key not in gen.kept]
+    report.candidates = max(report.candidates, len(candidates))
+    lang = gen.project.language
+    for m in draw_order(candidates, gen.seed, gen.project.id, "testgen-hidden"):
+        if len(report.instances) >= count or len(report.draws) >= max_draws:
+            break
+        if m.key in gen.kept:
+            continue
+        draw = Draw("testgen", gen.project.id, f"{m.describe()} (hidden test)")
+        report.draws.append(draw)
+        t0 = time.monotonic()
+        text = (bench.root / m.path).read_text(encoding="utf-8")
+        edit = mutate.mutation_edit(text, m)
+        if lang == "python" and not mutate.python_compiles(mutate.apply_edit(text, edit)):
+            draw.reason = "does not compile"
+            continue
+        suite = gen.screen(m, edit)
+        draw.screen_s = round(time.monotonic() - t0, 2)
+        if suite.broken:
+            draw.reason = ("does not compile: " if "build" in suite.broken else "breaks the test run: ") \
+                + suite.broken[:200]
+            continue
+        if not suite.failed:
+            draw.reason = "no existing test fails (a surviving mutant: no test of the project's to hide)"
+            continue
+        if len(suite.failed) > MAX_HIDDEN:
+            draw.reason = f"too many tests fail: {len(suite.failed)} test functions, at most {MAX_HIDDEN} are hidden"
+            continue
+        failures = list(suite.failed.values())
+        title, body = issue_text.write_issue(gen.project.id, lang, package_name(gen.project), failures)
+        forbidden = sorted({f.test for f in failures} | {Path(f.file).name for f in failures
+                                                         if f.file.endswith((".py", ".go", ".java"))})
+        if len(m.after.strip()) >= 6:
+            forbidden.append(m.after.strip())
+        leaked = issue_text.leaks(title + "\n" + body, forbidden)
+        if leaked:
+            draw.reason = f"the bug report would name what it must not: {', '.join(leaked[:3])}"
+            continue
+        try:
+            hide = bench.hide_edits(suite.failed)
+        except (OpsBenchError, OSError, ValueError, SyntaxError) as exc:
+            draw.reason = f"cannot hide the failing tests: {exc}"
+            continue
+        bug = [edit, *hide]
+        reference = [{"path": rel, "content": (gen.pristine / rel).read_text(encoding="utf-8")}
+                     for rel in sorted({h["path"] for h in hide})]
+        t1 = time.monotonic()
+        with tempfile.TemporaryDirectory(dir=gen.verify_dir("testgen-workspace")) as tmp:
+            workspace = Path(tmp) / gen.project.id
+            try:
+                materialise(gen.pristine, bug, workspace)
+            except (OpsBenchError, OSError, ValueError) as exc:
+                draw.reason = f"an edit does not apply: {exc}"
+                continue
+            rc, visible, failed, found = gen.check(workspace)
+        if rc != 0 or failed or not found or not visible:
+            draw.reason = (f"verify: the workspace's own tests do not pass with the failing ones hidden (exit {rc}, "
+                           f"{failed} failed)")
+            continue
+        why, proof = verify_tests(gen.pristine, visible, bug, reference, gen.check, gen.verify_dir("testgen"))
+        proof["workspace"] = {"rc": rc, "passed": visible, "failed": failed}
+        draw.verify_s = round(time.monotonic() - t1, 2)
+        if why:
+            draw.reason = f"verify: {why}"
+            continue
+        iid = instance_id("testgen", gen.project.id, draw.what)
+        where = {"go": "a `_test.go` file in the package, run by `go test`",
+                 "python": "a new `test_*.py` file for pytest"}.get(lang, "beside the project's tests")
+        goal = (f"A bug is reported in the project at /workspace/{gen.project.id} ({lang}, {package_name(gen.project)} "
+                f"{gen.project.source.version}):\n\n> {title}\n>\n"
+                + "\n".join(f"> {line}".rstrip() for line in body.splitlines())
+                + "\n\nNo test of the project catches this bug yet. Write a test that reproduces it: it must fail on "
+                  f"the code as it is now and pass once the bug is fixed. Put it beside the project's tests ({where}); "
+                  f"`make -s -f {CONTRACT_FILE} check` builds the project and runs all its tests. Keep the existing "
+                  "tests. Only your test files are evaluated: they are run against the code as it is and against a "
+                  "fixed version (where all other tests must still pass), so you need not fix the bug. Name the "
+                  "test files in your output.")
+        report.instances.append(Instance(
+            iid, "testgen", gen.project.id, lang, title, goal, bug,
+            {"task": "write-test", "kind": "write-tests", "project": gen.project.id, "bug": bug}, reference,
+            provenance={"mutation": m.as_dict(), "method": "hidden-test", "hidden_tests": sorted(suite.failed),
+                        "seed": gen.seed, "pristine_tests": gen.tests, "workspace_tests": visible}, proof=proof))
+        draw.kept, draw.instance = True, iid
+        gen.kept.add(m.key)
+        gen.say(f"{gen.project.id}: kept {iid} ({m.describe()}, the project's own test hidden)")
+
+
+def from_recorded_calls(gen: Host, report: Report, count: int, max_draws: int) -> None:
+    """Python: a mutant no test catches, with a differential test recorded from the original's calls."""
     bench = gen.bench
     # Module-level functions, private helpers too (a test may import them): methods need an instance the recorder
     # cannot replay.
@@ -325,7 +435,8 @@ def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
             iid, "testgen", gen.project.id, "python", title, goal, [edit],
             {"task": "write-test", "kind": "write-tests", "project": gen.project.id, "bug": [edit]},
             [test_edit],
-            provenance={"mutation": m.as_dict(), "recorded_call": call, "seed": gen.seed,
+            provenance={"mutation": m.as_dict(), "method": "recorded-call", "recorded_call": call, "seed": gen.seed,
                         "pristine_tests": gen.tests}, proof=proof))
         draw.kept, draw.instance = True, iid
+        gen.kept.add(m.key)
         gen.say(f"{gen.project.id}: kept {iid} ({m.describe()})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -270,3 +271,89 @@ def test_testgen_draws_known_survivors_first_and_never_a_mutant_the_suite_catche
     seeded = [m for m in tasks.draw_order(muts, "s", "python-idna", "testgen") if m.key not in screened]
     assert order[2:] == seeded  # the rest in the seed's order
     assert testgen.survivors_first(muts, screened, "s", "python-idna") == order
+
+
+TESTS_OF_SAMPLE = "from pkg.sample import clamp\n\n\ndef test_clamp_low():\n    assert clamp(0, 1, 5) == 1\n\n\n" \
+                  "def test_clamp_mid():\n    assert clamp(3, 1, 5) == 3\n"
+
+
+class FakeHost:
+    """A generator of one project whose screening and `make check` are simulated from the files: the one mutant,
+    `value < low` -> `value > low`, fails test_clamp_mid only."""
+
+    def __init__(self, root: Path) -> None:
+        from types import SimpleNamespace
+
+        from orchestrator.devops_projects.bench import Suite
+        from orchestrator.devops_projects.issue_text import Failure
+        self.pristine = root / "pristine"
+        (self.pristine / "pkg").mkdir(parents=True)
+        (self.pristine / "tests").mkdir()
+        (self.pristine / "pkg" / "sample.py").write_text(SAMPLE)
+        (self.pristine / "tests" / "test_sample.py").write_text(TESTS_OF_SAMPLE)
+        self.project = cat.load().select(["python-idna"])[0]
+        self.seed, self.tests, self.work = "s", 2, root / "work"
+        self.screened: dict[Any, Any] = {}
+        self.kept: set[Any] = set()
+        self.said: list[str] = []
+        target = mutate.Mutation("pkg/sample.py", 7, 13, "operator", "<", ">", "clamp")
+        fail = Failure("test_clamp_mid", "tests/test_sample.py", "assert 1 == 3\n where 1 = clamp(3, 1, 5)")
+
+        def hide_edits(failed: dict[str, Any]) -> list[dict[str, str]]:
+            return [mutate.python_remove_function(TESTS_OF_SAMPLE, "tests/test_sample.py", "test_clamp_mid")]
+
+        self.bench = SimpleNamespace(root=self.pristine, mutations=lambda: [target], hide_edits=hide_edits)
+        self.suite = Suite(failed={"tests/test_sample.py::test_clamp_mid": fail}, passed=1)
+
+    def screen(self, m: mutate.Mutation, edit: dict[str, Any]) -> Any:
+        return self.suite
+
+    def check(self, root: Path) -> tuple[int, int, int, bool]:
+        """Counts test functions; test_clamp_mid fails when the mutant is in."""
+        tests = [line for p in (root / "tests").glob("test_*.py") for line in p.read_text().splitlines()
+                 if line.startswith("def test_")]
+        broken = "value > low" in (root / "pkg" / "sample.py").read_text()
+        failed = sum(1 for t in tests if broken and "test_clamp_mid" in t)
+        return (1 if failed else 0), len(tests) - failed, failed, True
+
+    def verify_dir(self, name: str) -> Path:
+        path = self.work / name
+        if path.exists():
+            import shutil
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def say(self, message: str) -> None:
+        self.said.append(message)
+
+
+def test_test_generation_from_a_hidden_test_of_the_project(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    report = tasks.Report("python-idna", "testgen", "s")
+    testgen.from_hidden_tests(host, report, 1, 5)  # type: ignore[arg-type]
+    [inst] = report.instances
+    [mutant, hide] = inst.fault_edits
+    assert mutant["path"] == "pkg/sample.py" and "value > low" in mutant["new"]
+    assert hide["path"] == "tests/test_sample.py" and "test_clamp_mid" in hide["old"]
+    # The reference gives the hidden test's file back as released; the workspace expects its thinned suite (1 test)
+    assert inst.reference_edits == [{"path": "tests/test_sample.py", "content": TESTS_OF_SAMPLE}]
+    assert inst.provenance["workspace_tests"] == 1 and inst.provenance["method"] == "hidden-test"
+    assert inst.stage == {"task": "write-test", "kind": "write-tests", "project": "python-idna",
+                          "bug": inst.fault_edits}
+    assert inst.proof["buggy"]["failed"] == 1 and inst.proof["fixed"] == {"rc": 0, "passed": 2, "failed": 0}
+    assert "test_clamp_mid" not in inst.goal and "value > low" not in inst.goal
+    assert generate.environment_of(inst)["args"]["upstream"][0]["tests"] == 1
+    # the same mutant is never drawn twice, whichever family kept it
+    again = tasks.Report("python-idna", "testgen", "s")
+    testgen.from_hidden_tests(host, again, 1, 5)  # type: ignore[arg-type]
+    assert again.instances == [] and again.draws == []
+
+
+def test_a_mutant_the_suite_misses_has_no_test_to_hide(tmp_path: Path) -> None:
+    from orchestrator.devops_projects.bench import Suite
+    host = FakeHost(tmp_path)
+    host.suite = Suite(passed=2)
+    report = tasks.Report("python-idna", "testgen", "s")
+    testgen.from_hidden_tests(host, report, 1, 5)  # type: ignore[arg-type]
+    assert report.instances == [] and report.draws[0].reason.startswith("no existing test fails")
