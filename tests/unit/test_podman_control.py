@@ -6,7 +6,9 @@ import http.client
 import http.server
 import importlib.util
 import json
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -61,6 +63,10 @@ def test_run_args_carry_identity_labels_limits_and_overrides() -> None:
     assert "--label opsbench.run=r1" in joined and "--label opsbench.entity=cart-1" in joined
     assert f"--label {podman.OVERRIDES_LABEL}=" in joined
     assert args[-1] == "localhost/opsbench-shop:current"  # no command: the image's own
+    tuned = podman.run_args(podman.apply_overrides(SPEC, {"sysctls": {"net.ipv4.ip_local_port_range": "40000 40007"}}),
+                            COMMON)
+    assert tuned[tuned.index("--sysctl") + 1] == "net.ipv4.ip_local_port_range=40000 40007"
+    assert "--sysctl" not in args
 
 
 def test_rule_filters() -> None:
@@ -70,6 +76,9 @@ def test_rule_filters() -> None:
     dnat = rules.opsbench_dnat_rule(("10.0.0.7", 9001), "10.0.0.9", 8080)
     assert dnat["table"] == "nat" and dnat["chain"] == "OUTPUT"
     assert dnat["args"][-2:] == ["--to-destination", "10.0.0.9:9001"] and "10.0.0.7" in dnat["args"]
+    big = rules.opsbench_size_drop_rule("10.0.0.7", 1200)
+    assert big["chain"] == "INPUT" and big["args"] == ["-s", "10.0.0.7", "-p", "tcp", "--sport", "8080", "-m", "length",
+                                                       "--length", "1201:65535", "-j", "DROP"]
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +189,51 @@ def test_edge_mutate_truncate_drop_header_and_delay(upstream: int) -> None:
     start = time.monotonic()
     assert edge(upstream, "/p", "--path-re=^/p$", "--action=delay", "--delay-ms=300")[0] == 200
     assert time.monotonic() - start >= 0.3
+
+
+
+def test_edge_segment_matches_the_query_or_the_body_only(upstream: int) -> None:
+    """One customer segment: the rule needs the path and the segment; other segments of the same path pass."""
+    rule = ("--path-re=^/convert$", "--segment-re=(^|&)to=JPY(&|$)", "--action=status", "--status=503")
+    assert edge(upstream, "/convert?from=USD&to=JPY&amount=3", *rule)[0] == 503
+    assert edge(upstream, "/convert?from=USD&to=EUR&amount=3", *rule)[::2] == (200, ORIGINAL)
+    assert edge(upstream, "/convert?from=JPY&to=EUR", *rule)[::2] == (200, ORIGINAL)
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a certificate")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=catalog",
+                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")], check=True, capture_output=True)
+    return d / "cert.pem", d / "key.pem"
+
+
+def test_tls_mode_refuses_plaintext_and_forwards_tls(upstream: int, cert: tuple[Path, Path]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ROLE / "files" / "fault_proxy.py"),
+                             f"--map={port}=127.0.0.1:{upstream}", "--mode=tls", f"--cert={cert[0]}",
+                             f"--key={cert[1]}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None and "fault proxy" in proc.stdout.readline()
+        plain = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            plain.request("GET", "/x")
+            plain.getresponse().read()
+        plain.close()
+        ctx = ssl.create_default_context(cafile=str(cert[0]))
+        ctx.check_hostname = False
+        secure = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ctx)
+        secure.request("GET", "/x")
+        resp = secure.getresponse()
+        assert (resp.status, resp.read()) == (200, ORIGINAL)
+        secure.close()
+    finally:
+        proc.terminate()
+        proc.wait(5)
 
 
 changes = load("opsbench_changes", "module_utils/opsbench_changes.py")

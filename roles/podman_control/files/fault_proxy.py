@@ -16,8 +16,11 @@ Modes (the shop speaks HTTP/1.1 with one request per connection, so a connection
   edge    on requests whose path matches --path-re (and --method, when given) only, one --action:
           status (answer --status itself), delay (wait delay-ms, then forward), mutate (replace --find by
           --replace in the response body), truncate (send the first --keep-bytes of the body under the
-          original Content-Length, then close), drop-header (remove response header --header);
-          every other request passes untouched
+          original Content-Length, then close), drop-header (remove response header --header); with
+          --segment-re, only requests whose query string or body also matches it (one customer segment: a
+          currency, a country, a card brand); every other request passes untouched
+  tls     the callee's ingress requires TLS (--cert, --key): a TLS client's requests are forwarded, a plaintext
+          client's connection fails its handshake and is closed without an answer, as a TLS-only port does
 Stdlib only; runs in any image with python3. Stops on SIGTERM.
 """
 
@@ -27,6 +30,7 @@ import json
 import random
 import re
 import signal
+import ssl
 import sys
 import time
 
@@ -59,11 +63,17 @@ REASONS = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 429: "Too Man
 
 
 def selected(request, args):
-    """Whether an edge rule applies to this request (path without the query, optional method)."""
+    """Whether an edge rule applies to this request (path without the query, optional method, optional segment
+    searched in the query string and the body)."""
     line = request.split(b"\r\n", 1)[0].decode("latin-1")
     method, _, rest = line.partition(" ")
-    path = rest.rsplit(" ", 1)[0].split("?", 1)[0]
-    return bool(re.search(args.path_re, path)) and (not args.method or method.upper() == args.method.upper())
+    path, _, query = rest.rsplit(" ", 1)[0].partition("?")
+    if not re.search(args.path_re, path) or (args.method and method.upper() != args.method.upper()):
+        return False
+    if not args.segment_re:
+        return True
+    body = request.partition(b"\r\n\r\n")[2].decode("utf-8", "replace")
+    return bool(re.search(args.segment_re, query + "\n" + body))
 
 
 def edge_answer(status):
@@ -151,8 +161,11 @@ async def handle(reader, writer, upstream, args, rng):
 async def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--map", action="append", required=True, help="LISTENPORT=HOST:PORT")
-    parser.add_argument("--mode", choices=["delay", "abort", "tamper", "edge"], required=True)
+    parser.add_argument("--mode", choices=["delay", "abort", "tamper", "edge", "tls"], required=True)
     parser.add_argument("--path-re", default="^/")
+    parser.add_argument("--segment-re", default="", help="edge mode: also match this in the query or the body")
+    parser.add_argument("--cert", default="", help="tls mode: the ingress's certificate (PEM)")
+    parser.add_argument("--key", default="", help="tls mode: its private key (PEM)")
     parser.add_argument("--method", default="")
     parser.add_argument("--action", choices=["status", "delay", "mutate", "truncate", "drop-header"], default="status")
     parser.add_argument("--find", default="")
@@ -169,13 +182,20 @@ async def main(argv):
     args = parser.parse_args(argv)
     args.started = time.monotonic()
     rng = random.Random(args.seed)
+    tls = None
+    if args.mode == "tls":
+        if not args.cert or not args.key:
+            parser.error("--mode=tls needs --cert and --key")
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.cert, args.key)
     servers = []
     for item in args.map:
         listen, _, target = item.partition("=")
         host, _, port = target.rpartition(":")
         upstream = (host, int(port))
         servers.append(await asyncio.start_server(
-            lambda r, w, up=upstream: handle(r, w, up, args, rng), "0.0.0.0", int(listen), limit=HEADER_LIMIT))
+            lambda r, w, up=upstream: handle(r, w, up, args, rng), "0.0.0.0", int(listen), limit=HEADER_LIMIT,
+            ssl=tls, ssl_handshake_timeout=10 if tls else None))
         print(f"fault proxy: :{listen} -> {host}:{port} mode={args.mode}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -17,6 +17,15 @@ def opsbench_drop_rule(source_ip, probability=1.0):
     return {"table": "filter", "chain": "INPUT", "args": [*args, "-j", "DROP"]}
 
 
+def opsbench_size_drop_rule(source_ip, max_bytes, port=8080):
+    """A filter INPUT rule dropping the TCP packets from source_ip:port longer than max_bytes (IP length): a path-MTU
+    black hole on that path, seen from the receiver."""
+    return {"table": "filter", "chain": "INPUT",
+            "args": ["-s", source_ip, "-p", "tcp", "--sport", str(int(port)), "-m", "length", "--length",
+                     f"{int(max_bytes) + 1}:65535", "-j", "DROP"]}
+
+
 class FilterModule:
     def filters(self):
-        return {"opsbench_dnat_rule": opsbench_dnat_rule, "opsbench_drop_rule": opsbench_drop_rule}
+        return {"opsbench_dnat_rule": opsbench_dnat_rule, "opsbench_drop_rule": opsbench_drop_rule,
+                "opsbench_size_drop_rule": opsbench_size_drop_rule}

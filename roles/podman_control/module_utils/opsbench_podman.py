@@ -53,6 +53,8 @@ def run_args(c, p, extra_labels=None):
         args += ["--publish", pub]
     for entry in c.get("add_hosts") or []:  # "name:address" lines in the container's /etc/hosts
         args += ["--add-host", entry]
+    for key, value in sorted((c.get("sysctls") or {}).items()):  # namespaced kernel settings, e.g. net.ipv4.*
+        args += ["--sysctl", f"{key}={value}"]
     if c.get("stop_signal"):
         args += ["--stop-signal", str(c["stop_signal"])]
     if c.get("cpus"):
