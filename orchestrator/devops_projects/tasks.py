@@ -234,7 +234,11 @@ def _verify_tests(pristine: Path, tests: int, bug: list[dict[str, Any]],
     agent = work / "agent"
     materialise(pristine, [*bug, *edits], agent)
     fixed_dir, buggy_dir = work / "fixed", work / "buggy"
-    files = sorted({e["path"] for e in edits})
+    # The evaluation takes the agent's new or changed test files only (a file as released is none of them).
+    files = sorted(rel for rel in {e["path"] for e in edits}
+                   if not (pristine / rel).is_file() or (pristine / rel).read_bytes() != (agent / rel).read_bytes())
+    if not files:
+        return "the reference adds or changes no test file (the evaluation would find none of the agent's)", proof
     prepare_variant(pristine, agent, files, [], fixed_dir)
     prepare_variant(pristine, agent, files, bug, buggy_dir)
     rc, passed, failed, _ = check(fixed_dir)

@@ -243,12 +243,35 @@ MAX_HIDDEN = 3
 """A mutant more test functions catch is a broken library, not one bug (generate.MAX_HIDDEN, the issue family's)."""
 
 
+def reference_tests(pristine: Path, files: list[str], failures: list[Any]) -> list[dict[str, Any]] | None:
+    """The reference of a hidden-test task: each file the hidden tests came from, as released but with those tests
+    renamed (`TestX` -> `TestXReproduces`, `test_x` -> `test_x_reproduces`): a file as released is not a test the
+    agent wrote, and the evaluation counts only new or changed test files. None when a name is not defined exactly
+    once in its file."""
+    import re
+
+    names = sorted({f.test.split(".")[-1].split("/")[0] for f in failures})
+    out = []
+    for rel in files:
+        text = (pristine / rel).read_text(encoding="utf-8")
+        for name in names:
+            pattern = re.compile(rf"^(\s*(?:func|def) ){re.escape(name)}\(", re.M)
+            found = len(pattern.findall(text))
+            if found > 1:
+                return None
+            new = f"{name}Reproduces" if name.startswith("Test") else f"{name}_reproduces"
+            text = pattern.sub(rf"\g<1>{new}(", text)
+        out.append({"path": rel, "content": text})
+    return out if any(e["content"] != (pristine / e["path"]).read_text(encoding="utf-8") for e in out) else None
+
+
 def from_hidden_tests(gen: Host, report: Report, count: int, max_draws: int) -> None:
     """Test generation whose reference test is the project's own: a mutant that 1 to MAX_HIDDEN test functions catch
     (and the rest of the suite does not) is put into the workspace with those tests removed, so no test the agent
     has catches it; the reference gives the removed tests back (their files as released). The workspace's suite
-    must pass on the mutant, and `verify_tests` proves the reference fails on the mutant and passes on the original
-    with more tests than the workspace has (`workspace_tests`, counted as the evaluation counts). The bug report is
+    must pass on the mutant, and `verify_tests` proves the reference (those tests back, renamed: `reference_tests`)
+    fails on the mutant and passes on the original with more tests than the workspace has (`workspace_tests`,
+    counted as the evaluation counts). The bug report is
     written from what the removed tests observed, as an issue's is; a mutant kept by another family is skipped."""
     import tempfile
 
@@ -299,8 +322,10 @@ def from_hidden_tests(gen: Host, report: Report, count: int, max_draws: int) -> 
             draw.reason = f"cannot hide the failing tests: {exc}"
             continue
         bug = [edit, *hide]
-        reference = [{"path": rel, "content": (gen.pristine / rel).read_text(encoding="utf-8")}
-                     for rel in sorted({h["path"] for h in hide})]
+        reference = reference_tests(gen.pristine, sorted({h["path"] for h in hide}), failures)
+        if reference is None:
+            draw.reason = "cannot name the hidden tests anew (a name is defined more than once in its file)"
+            continue
         t1 = time.monotonic()
         with tempfile.TemporaryDirectory(dir=gen.verify_dir("testgen-workspace")) as tmp:
             workspace = Path(tmp) / gen.project.id

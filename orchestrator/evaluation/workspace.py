@@ -40,7 +40,8 @@ SOURCE_DIR = paths.ROLES_DIR / "env_workspace" / "files" / "projects"
 IMAGE = "localhost/opsbench-workspace:current"
 # Never copied from the agent's tree: history, build output, caches, reports (a report must come from this run).
 SKIPPED = (".git", "target", ".venv", "bin", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache",
-           "*.egg-info", "test-report.*")
+           "*.egg-info", "test-report.*", ".opsbench-fetch.json")
+"""(.opsbench-fetch.json: the fetch record of an upstream project's pristine tree, never in a workspace.)"""
 OUTPUT_TAIL = 4000
 
 

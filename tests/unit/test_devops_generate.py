@@ -336,8 +336,10 @@ def test_test_generation_from_a_hidden_test_of_the_project(tmp_path: Path) -> No
     [mutant, hide] = inst.fault_edits
     assert mutant["path"] == "pkg/sample.py" and "value > low" in mutant["new"]
     assert hide["path"] == "tests/test_sample.py" and "test_clamp_mid" in hide["old"]
-    # The reference gives the hidden test's file back as released; the workspace expects its thinned suite (1 test)
-    assert inst.reference_edits == [{"path": "tests/test_sample.py", "content": TESTS_OF_SAMPLE}]
+    # The reference gives the hidden test back, renamed (a file as released is no test the agent wrote); the
+    # workspace expects its thinned suite (1 test)
+    assert inst.reference_edits == [{"path": "tests/test_sample.py", "content": TESTS_OF_SAMPLE.replace(
+        "def test_clamp_mid(", "def test_clamp_mid_reproduces(")}]
     assert inst.provenance["workspace_tests"] == 1 and inst.provenance["method"] == "hidden-test"
     assert inst.stage == {"task": "write-test", "kind": "write-tests", "project": "python-idna",
                           "bug": inst.fault_edits}
@@ -357,3 +359,20 @@ def test_a_mutant_the_suite_misses_has_no_test_to_hide(tmp_path: Path) -> None:
     report = tasks.Report("python-idna", "testgen", "s")
     testgen.from_hidden_tests(host, report, 1, 5)  # type: ignore[arg-type]
     assert report.instances == [] and report.draws[0].reason.startswith("no existing test fails")
+
+
+def test_the_hidden_tests_come_back_renamed_or_not_at_all(tmp_path: Path) -> None:
+    from orchestrator.devops_projects.issue_text import Failure
+    (tmp_path / "a_test.go").write_text("package a\n\nfunc TestA(t *testing.T) {}\n\nfunc TestAB(t *testing.T) {}\n")
+    [ref] = testgen.reference_tests(tmp_path, ["a_test.go"], [Failure("TestA/sub", ".", "x")]) or []
+    assert ref["content"] == "package a\n\nfunc TestAReproduces(t *testing.T) {}\n\nfunc TestAB(t *testing.T) {}\n"
+    (tmp_path / "test_b.py").write_text("def test_b():\n    pass\n\n\ndef test_b():\n    pass\n")
+    assert testgen.reference_tests(tmp_path, ["test_b.py"], [Failure("test_b", "test_b.py", "x")]) is None
+
+
+def test_a_reference_that_changes_no_test_file_is_not_proven(tmp_path: Path) -> None:
+    (tmp_path / "pristine").mkdir()
+    (tmp_path / "pristine" / "t_test.go").write_text("x")
+    why, _ = tasks.verify_tests(tmp_path / "pristine", 1, [], [{"path": "t_test.go", "content": "x"}],
+                                lambda _root: (0, 2, 0, True), tmp_path / "work")
+    assert why.startswith("the reference adds or changes no test file")
