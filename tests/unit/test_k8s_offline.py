@@ -11,6 +11,7 @@ once per session.
 from __future__ import annotations
 
 import base64
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,39 @@ def test_golden_signal_rules_are_env_shops(rendered: Path):
                      if d["kind"] == "PrometheusRule")
     assert prom_rule["spec"]["groups"] == (yaml.safe_load(rules_cm["data"]["alert_rules.yml"])["groups"]
                                            + k8s_rules["groups"])
+
+
+def test_prometheus_discovers_every_scraped_workload_by_dns(rendered: Path, tmp_path: Path):
+    # Discovery by DNS (any cluster, Debian's prometheus): one SRV job per workload that carries the scrape
+    # annotations, each naming that workload's headless Service on its metrics port.
+    docs = [d for _, d in _docs(sorted((rendered / "plain").glob("*.yaml")))]
+    annotated = {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["annotations"] for d in docs
+                 if d["kind"] == "Deployment"
+                 and d["spec"]["template"]["metadata"].get("annotations", {}).get("opsbench.io/scrape-job")}
+    headless = {d["metadata"]["name"]: d for d in docs
+                if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None"}
+    config_cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "prometheus-config")
+    config = yaml.safe_load(config_cm["data"]["prometheus.yml"])
+    assert "kubernetes_sd_configs" not in config_cm["data"]["prometheus.yml"]
+    jobs = {j["job_name"]: j for j in config["scrape_configs"] if "dns_sd_configs" in j}
+    assert set(jobs) == set(annotated) and {"cart", "loadgen", "redis-exporter"} <= set(jobs)
+    for name, ann in annotated.items():
+        svc = headless[f"{name}-scrape"]
+        assert svc["spec"]["publishNotReadyAddresses"] is True
+        assert svc["spec"]["selector"]["app.kubernetes.io/name"] == name
+        assert svc["spec"]["ports"] == [{"name": "metrics", "port": int(ann["opsbench.io/scrape-port"]),
+                                         "targetPort": int(ann["opsbench.io/scrape-port"]), "protocol": "TCP"}]
+        assert jobs[name]["dns_sd_configs"][0]["names"] == [f"_metrics._tcp.{name}-scrape"]
+        labels = {r["target_label"]: r.get("replacement") for r in jobs[name]["relabel_configs"]}
+        assert labels["job"] == ann["opsbench.io/scrape-job"] and "instance_id" in labels
+    # Debian's own promtool (the build the infra image runs) accepts the configuration.
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool (Debian package prometheus) is not installed")
+    (tmp_path / "prometheus.yml").write_text(config_cm["data"]["prometheus.yml"])
+    proc = subprocess.run([promtool, "check", "config", "--syntax-only", str(tmp_path / "prometheus.yml")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_env_shop_rules_render_unchanged_for_the_local_backend():
