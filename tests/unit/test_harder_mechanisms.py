@@ -5,6 +5,7 @@ proxy's `tls` mode and segment rule are tested with the proxy (test_podman_contr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,10 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from orchestrator import paths
 from orchestrator.arglimits import limit_problems
+from orchestrator.catalog import find_scenario
+from orchestrator.evaluation.diagnosis import score_diagnosis
 from orchestrator.generation.effects import Topology, derive, load_effect_model
+from orchestrator.generation.instances import distractor_targets
 from orchestrator.role_topology import load_topology
 
 TOPO_DATA = load_topology("shop") or {}
@@ -148,3 +153,48 @@ def test_the_trace_writer_keeps_trying_when_it_cannot_write(tmp_path: Path) -> N
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(10) == 0
+
+
+NEW_ROLES = {"fault_network_tls_mismatch", "fault_network_mtu_blackhole", "fault_http_segment_degrade",
+             "fault_config_client_timeout", "fault_app_log_flood"}
+
+
+def _with_distractor() -> list[str]:
+    """The scenarios over these mechanisms that carry a distractor (single-cause and two-cause incidents)."""
+    out = []
+    for spec in sorted(paths.SPECS_DIR.glob("*/scenario.yaml")):
+        data = yaml.safe_load(spec.read_text())
+        faults = data.get("faults") or []
+        if any(f.get("distractor") for f in faults) and {f["role"] for f in faults} & NEW_ROLES:
+            out.append(data["metadata"]["id"])
+    return out
+
+
+def test_most_new_scenarios_carry_a_distractor() -> None:
+    assert len(_with_distractor()) >= 15
+
+
+@pytest.mark.parametrize("scenario", _with_distractor())
+def test_naming_the_distractor_as_the_cause_scores_lower(scenario: str, tmp_path: Path) -> None:
+    """A scripted agent that blames the distractor instead of the true causes loses localisation and counts a false
+    positive; one that names the true causes does not."""
+    scn = find_scenario(scenario)
+    gt = yaml.safe_load(scn.ground_truth_path.read_text())
+    decoys = distractor_targets(scn.faults)
+    assert len(decoys) == 1 and {e["id"]: e.get("rootCause") for e in gt["entities"]}[decoys[0]] is False
+    roots = [e["id"] for e in gt["entities"] if e.get("rootCause")]
+    chain = [{"source": p["source"], "target": p["target"]} for p in gt["propagations"]]
+    symptoms = [{"id": e["id"], "root_cause": False} for e in gt["entities"]
+                if not e.get("rootCause") and e["id"] != decoys[0]]
+    right = {"incident": True, "entities": [*({"id": r, "root_cause": True} for r in roots), *symptoms],
+             "propagations": chain}
+    fooled = {"incident": True, "entities": [{"id": decoys[0], "root_cause": True}, *symptoms],
+              "propagations": [{"source": decoys[0], "target": chain[0]["target"]}, *chain[1:]]}
+    scores = {}
+    for name, output in (("right", right), ("fooled", fooled)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(output))
+        scores[name] = score_diagnosis(tmp_path / f"{name}.json", gt, TOPO_DATA, distractors=decoys)
+    assert scores["right"]["fl_pass"] == 1.0 and scores["right"]["distractor_blamed"] == 0.0
+    assert scores["right"]["false_positives"] == 0
+    assert scores["fooled"]["fl_pass"] == 0.0 and scores["fooled"]["distractor_blamed"] == 1.0
+    assert scores["fooled"]["false_positives"] == 1 and scores["fooled"]["ntam_fl"] < scores["right"]["ntam_fl"]
