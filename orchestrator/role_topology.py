@@ -13,24 +13,27 @@ from orchestrator.spec import environment_role
 from orchestrator.yamlfile import read_yaml
 
 
-def load_topology(application: str, backend: str = "local",
-                  args: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The topology an environment role declares in ``files/topology.yml`` (None if absent). With the scenario's
-    environment `args`, the upstream projects a workspace deploys (env_workspace `upstream`) are added as its deploy
-    publishes them (templates/upstream_topology.yml.j2): each project and its `-build` configuration."""
+def load_topology(application: str, backend: str = "local") -> dict[str, Any] | None:
+    """The topology an environment role declares in ``files/topology.yml`` (None if absent)."""
     topo_file = role_dir(environment_role(application, backend)) / "files" / "topology.yml"
     if not topo_file.is_file():
         return None
     data = read_yaml(topo_file)
-    if not isinstance(data, dict):
-        return None
-    upstream = (args or {}).get("upstream")
+    return data if isinstance(data, dict) else None
+
+
+def with_upstream(topology: dict[str, Any] | None, args: Any) -> dict[str, Any] | None:
+    """The topology with the upstream projects a workspace deploys (a scenario's environment args, env_workspace
+    `upstream`) added as its deploy publishes them (templates/upstream_topology.yml.j2): each project and its
+    `-build` configuration, owned by the workspace. Anything else is returned unchanged."""
+    upstream = args.get("upstream") if isinstance(args, dict) else None
     ids = [u["id"] for u in upstream if isinstance(u, dict) and isinstance(u.get("id"), str)] \
         if isinstance(upstream, list) else []
-    if ids and isinstance(data.get("entities"), list) and isinstance(data.get("edges", []), list):
-        data = {**data,
-                "entities": [*data["entities"], *({"id": i, "kind": "project"} for i in ids),
-                             *({"id": f"{i}-build", "kind": "config"} for i in ids)],
-                "edges": [*data.get("edges", []), *({"source": "workspace", "target": i, "type": "owns"} for i in ids),
-                          *({"source": i, "target": f"{i}-build", "type": "owns"} for i in ids)]}
-    return data
+    if not ids or topology is None or not isinstance(topology.get("entities"), list) \
+            or not isinstance(topology.get("edges", []), list):
+        return topology
+    return {**topology,
+            "entities": [*topology["entities"], *({"id": i, "kind": "project"} for i in ids),
+                         *({"id": f"{i}-build", "kind": "config"} for i in ids)],
+            "edges": [*topology.get("edges", []), *({"source": "workspace", "target": i, "type": "owns"} for i in ids),
+                      *({"source": i, "target": f"{i}-build", "type": "owns"} for i in ids)]}

@@ -19,7 +19,7 @@ from orchestrator.argspecs import check_role_args, role_dir, value_kind
 from orchestrator.complexity import complexity_level, complexity_value
 from orchestrator.errors import Problem, SpecInvalid
 from orchestrator.evaluation.outputs import shared_output_conflicts
-from orchestrator.role_topology import load_topology
+from orchestrator.role_topology import load_topology, with_upstream
 from orchestrator.schemacheck import json_path, schema_problems
 from orchestrator.spec import Scenario, spec_files
 from orchestrator.yamlfile import read_yaml
@@ -159,7 +159,8 @@ def ground_truth_problems(scn: Scenario) -> list[Problem]:
     problems += finops_truth_problems(g, gt)
     if gt["scenario"] != scn.id:
         problems.append(Problem(g, "$.scenario", f"is '{gt['scenario']}' but the spec's id is '{scn.id}'"))
-    topo = load_topology(scn.data["environment"]["application"], scn.backend, scn.environment.get("args"))
+    topo = with_upstream(load_topology(scn.data["environment"]["application"], scn.backend),
+                         scn.data["environment"].get("args"))
     if topo is None:
         return [*problems, Problem(g, "$.entities", f"environment '{scn.environment_role}' declares no "
                                                     "topology (files/topology.yml), so entities cannot be checked")]

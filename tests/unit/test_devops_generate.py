@@ -244,12 +244,12 @@ def test_the_recorded_test_is_plain_pytest_and_the_helper_scripts_are_python() -
 
 
 def test_a_generated_id_of_another_shape_is_refused_and_the_topology_gains_only_listed_projects() -> None:
-    from orchestrator.role_topology import load_topology
+    from orchestrator.role_topology import load_topology, with_upstream
     from orchestrator.validate import GENERATED_ID
     assert GENERATED_ID.fullmatch("devops-gen-testgen-python-idna-15178cca")
     assert not GENERATED_ID.fullmatch("devops-gen-oops-python-idna-15178cca")
     assert not GENERATED_ID.fullmatch("devops-build-junit-unresolvable")
-    topo = load_topology("workspace", "local", {"upstream": [{"id": "go-semver"}]})
+    topo = with_upstream(load_topology("workspace", "local"), {"upstream": [{"id": "go-semver"}, {"id": {}}]})
     assert topo is not None
     ids = {e["id"] for e in topo["entities"]}
     assert {"go-semver", "go-semver-build", "ratelimit"} <= ids and "go-uuid" not in ids
