@@ -376,3 +376,36 @@ def test_a_reference_that_changes_no_test_file_is_not_proven(tmp_path: Path) -> 
     why, _ = tasks.verify_tests(tmp_path / "pristine", 1, [], [{"path": "t_test.go", "content": "x"}],
                                 lambda _root: (0, 2, 0, True), tmp_path / "work")
     assert why.startswith("the reference adds or changes no test file")
+
+
+def test_a_run_over_its_limit_is_tried_once_more_before_it_counts_as_hung(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.devops_projects.bench import Bench, Suite
+    from orchestrator.devops_projects.fetch import Cache, StepFailed
+    bench = Bench(cat.load().select(["python-idna"])[0], Cache(tmp_path), tmp_path / "bench")
+    limits: list[float] = []
+
+    def slow_once(limit: float, only: str = "") -> Suite:
+        limits.append(limit)
+        if len(limits) == 1:
+            raise StepFailed("python-idna", "test", "over its time limit")
+        return Suite(passed=3)
+
+    monkeypatch.setattr(bench, "_run_python", slow_once)
+    assert bench.run(timeout=10).passed == 3 and limits == [10, 40]
+
+    def hangs(limit: float, only: str = "") -> Suite:
+        limits.append(limit)
+        raise StepFailed("python-idna", "test", "over its time limit")
+
+    limits.clear()
+    monkeypatch.setattr(bench, "_run_python", hangs)
+    assert bench.run(timeout=10).broken == "the tests did not finish in 40 s" and limits == [10, 40]
+
+    def broken(limit: float, only: str = "") -> Suite:
+        limits.append(limit)
+        raise StepFailed("python-idna", "test", "pytest crashed")
+
+    limits.clear()
+    monkeypatch.setattr(bench, "_run_python", broken)
+    assert bench.run(timeout=10).broken.endswith("pytest crashed") and limits == [10]  # no retry for a crash
