@@ -333,12 +333,19 @@ RULEBOOK: tuple[Remedy, ...] = (conflict_markers, env_missing_path, maven_unreso
                                 python_requires)
 
 
-def fix(call: Call, project: str) -> dict[str, Any]:
+def gate_of(goal: str) -> str:
+    """The gate the task names (the first quoted `make ... check` of its goal: an upstream project's check contract is
+    `make -s -f opsbench.mk check`), else the written projects' `make -s check`."""
+    m = re.search(r"`(make\b[^`\n]*\bcheck)`", goal)
+    return m.group(1) if m else GATE
+
+
+def fix(call: Call, project: str, gate_command: str = GATE) -> dict[str, Any]:
     """Run the gate, apply the first remedy that matches its failure, again, up to ROUNDS times."""
     ws = Workspace(call, project)
     passed = False
     for _ in range(ROUNDS):
-        gate = ws.sh(GATE, timeout=GATE_TIMEOUT)
+        gate = ws.sh(gate_command, timeout=GATE_TIMEOUT)
         if gate["exit_code"] == 0:
             passed = True
             break
@@ -347,13 +354,13 @@ def fix(call: Call, project: str) -> dict[str, Any]:
             ws.notes.append("no remedy of the rulebook matches the failure: " + log.strip()[-300:])
             break
     if passed and not ws.changed:
-        summary = f"`{GATE}` passes in {project}; nothing in the build or its configuration needed a change."
+        summary = f"`{gate_command}` passes in {project}; nothing in the build or its configuration needed a change."
     elif passed:
-        summary = f"`{GATE}` passes in {project} again: " + "; ".join(ws.notes)
+        summary = f"`{gate_command}` passes in {project} again: " + "; ".join(ws.notes)
     else:
-        summary = f"`{GATE}` still fails in {project}: " + "; ".join(ws.notes)
+        summary = f"`{gate_command}` still fails in {project}: " + "; ".join(ws.notes)
     return {"schema": "opsbench/fix/v1", "summary": summary,
-            "changed_files": [f"{project}/{f}" for f in ws.changed], "commands": [f"cd {project} && {GATE}"]}
+            "changed_files": [f"{project}/{f}" for f in ws.changed], "commands": [f"cd {project} && {gate_command}"]}
 
 
 def project_of(goal: str, projects: list[str]) -> str | None:
@@ -378,7 +385,7 @@ def run(manifest: dict[str, Any], call: Call) -> dict[str, Any] | None:
         project = project_of(task["goal"], projects)
         if project is None:
             continue
-        done = fix(call, project)
+        done = fix(call, project, gate_of(task["goal"]))
         if report is None:
             report = done
         else:

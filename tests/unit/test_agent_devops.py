@@ -184,3 +184,24 @@ def test_run_fixes_each_fix_task_and_leaves_write_tests_alone() -> None:
     output = devops.run(manifest, term)
     assert output is not None and output["schema"] == "opsbench/fix/v1"
     assert output["changed_files"] == ["invoicer/pyproject.toml"]
+
+
+def test_the_gate_is_the_check_the_goal_names() -> None:
+    goal = ("`make -s -f opsbench.mk check` fails in the project at /workspace/go-semver (go). Make the build and "
+            "its tests pass again.")
+    assert devops.gate_of(goal) == "make -s -f opsbench.mk check"
+    assert devops.gate_of("The build of /workspace/ratelimit is broken.") == devops.GATE
+    # an upstream project's gate runs where the fixer runs it, and its reports name it
+    term = FakeTerminal("go-semver", {"go.mod": "module x\n\ngo 1.30.1\n"}, lambda f: "")
+    seen: list[str] = []
+    inner = term.__call__
+
+    def call(tool: str, **args: Any) -> Any:
+        if tool == "exec":
+            seen.append(args["command"])
+            return {"exit_code": 0, "stdout": "", "stderr": ""}
+        return inner(tool, **args)
+
+    report = devops.fix(call, "go-semver", devops.gate_of(goal))
+    assert seen == ["make -s -f opsbench.mk check"] and report["commands"] == ["cd go-semver && make -s -f "
+                                                                                "opsbench.mk check"]
