@@ -48,7 +48,9 @@ def test_deploy_publishes_a_locked_down_workspace(ws: Workspace) -> None:
     assert ws.environment["application"] == "workspace"
     assert ws.environment["workspace"] == {
         "container": f"ob-{ws.run_id}-workspace", "root": "/workspace", "user": "dev", "uid": 1000, "gid": 1000,
-        "projects": PROJECTS, "tree": str(ws.run_dir / "env" / "workspace"), "baseline": "opsbench-baseline"}
+        "projects": PROJECTS, "tree": str(ws.run_dir / "env" / "workspace"), "baseline": "opsbench-baseline",
+        # no upstream project in this workspace: nothing of one is published, and no dependency cache is mounted
+        "upstream": [], "upstream_src": "", "deps": "", "deps_mount": ""}
     assert ws.deploy.stats["environment"]["container"] == ws.container
     assert ws.environment["tool_families"] == ["terminal", "topology"]  # no telemetry: nothing else to offer
     topology = ws.environment["topology"]
