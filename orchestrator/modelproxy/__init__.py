@@ -268,6 +268,7 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
             start = time.monotonic()
             conn = proxy.connect()
             kept = bytearray()
+            accounted = False
             try:
                 conn.request(self.command, self.path, body=body or None,
                              headers=proxy.upstream_headers(dict(self.headers.items())))
@@ -283,7 +284,7 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                     kept += data[:MAX_KEPT]
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    last = data
                 else:
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
@@ -292,10 +293,17 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                             kept += chunk
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.flush()
-                    self.wfile.write(b"0\r\n\r\n")
+                    last = b"0\r\n\r\n"
                 entry["status"] = "ok" if resp.status < 400 else "error"
                 entry["http_status"] = resp.status
                 content_type = resp.getheader("Content-Type") or ""
+                # Counted before the client sees the reply end: its next call then meets the spent budget (a
+                # sequential agent could otherwise slip one call past a cap while the count was still pending).
+                entry["latency"] = round(time.monotonic() - start, 3)
+                if generation:
+                    proxy.account(entry, bytes(kept), content_type)
+                    accounted = True
+                self.wfile.write(last)
             except (OSError, http.client.HTTPException) as exc:
                 entry.update(status="error", http_status=None, error=f"{type(exc).__name__}: {exc}"[:300])
                 content_type = ""
@@ -305,8 +313,8 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
             finally:
                 proxy.release(conn)
-            entry["latency"] = round(time.monotonic() - start, 3)
-            if generation:
+            if generation and not accounted:  # the reply failed on its way: still a call the run made
+                entry["latency"] = round(time.monotonic() - start, 3)
                 proxy.account(entry, bytes(kept), content_type)
 
     return Handler
