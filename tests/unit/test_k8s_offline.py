@@ -122,7 +122,7 @@ def test_workloads_have_requests_limits_and_probes(rendered: Path):
     assert replicas["frontend"] == 2 and replicas["catalog"] == 2 and replicas["cart"] == 1
 
 
-def _env_shop_rules(alert_for: str, **more: str) -> dict[str, Any]:
+def _env_shop_rules(alert_for: str, **more: Any) -> dict[str, Any]:
     text = (paths.ROLES_DIR / "env_shop" / "templates" / "alert_rules.yml.j2").read_text()
     rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(text).render(
         ansible_managed="managed", env_shop_alert_for=alert_for, **more)
@@ -134,7 +134,15 @@ def test_golden_signal_rules_are_env_shops(rendered: Path):
     defaults = yaml.safe_load((paths.ROLES_DIR / "env_k8s_shop" / "defaults" / "main.yml").read_text())
     rules_cm = next(d for _, d in _docs([rendered / "plain" / "observability.yaml"])
                     if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "prometheus-rules")
-    assert yaml.safe_load(rules_cm["data"]["alert_rules.yml"]) == _env_shop_rules(defaults["env_k8s_shop_alert_for"])
+    k8s_golden = yaml.safe_load(rules_cm["data"]["alert_rules.yml"])
+    assert k8s_golden == _env_shop_rules(defaults["env_k8s_shop_alert_for"], env_shop_alert_quiet_routes_excluded=True)
+    # Kubelet probes and scrapes are not served traffic: on Kubernetes they would hide a service that lost its callers
+    # (a Service on the wrong port) from ServiceTrafficDrop; the local backend's rules count them, as verified.
+    exprs = {r["alert"]: r["expr"] for g in k8s_golden["groups"] for r in g["rules"] if "alert" in r}
+    local = {r["alert"]: r["expr"] for g in _env_shop_rules("10s")["groups"] for r in g["rules"] if "alert" in r}
+    for name in ("ServiceErrorRateHigh", "ServiceTrafficDrop"):
+        assert exprs[name].count('route!~"/healthz|/metrics"') == 2, exprs[name]
+        assert "route" not in local[name]
     k8s_rules = yaml.safe_load(rules_cm["data"]["k8s_rules.yml"])
     recorded = {r.get("record") for g in k8s_rules["groups"] for r in g["rules"]}
     # The shared ContainerNotRunning / ContainerRestarted rules need these series on Kubernetes.
