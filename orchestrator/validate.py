@@ -24,7 +24,8 @@ from orchestrator.schemacheck import json_path, schema_problems
 from orchestrator.spec import Scenario, spec_files
 from orchestrator.yamlfile import read_yaml
 
-GENERATED_ID = re.compile(r"inc-[0-9a-f]{12}|devops-gen-(?:issue|testgen|build)-[a-z0-9-]+-[0-9a-f]{8}")
+GENERATED_ID = re.compile(r"inc-[0-9a-f]{12}|"
+                          r"devops-gen-(?:issue|testgen|build|monitoring|pipeline)-[a-z0-9-]+-[0-9a-f]{8}")
 """Ids of generated instances: `opsbench generate`'s opaque ones, `opsbench devops generate`'s (family, project and
 a digest of the draw; the family is the task's kind and the project its workspace, both in the manifest anyway)."""
 DEFAULT_STEP_TIMEOUTS = {"job": 600, "idle": 300}

@@ -81,8 +81,11 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
 
 @devops.command()
 @click.option("--project", "project_ids", multiple=True, help="A project id (repeat; default: every active one).")
-@click.option("--family", "families", multiple=True, type=click.Choice(["issue", "testgen", "build"]),
-              help="A task family (repeat; default: all three).")
+@click.option("--family", "families", multiple=True,
+              type=click.Choice(["issue", "testgen", "build", "monitoring", "pipeline"]),
+              help="A task family (repeat; default: all five; pipeline chains instances drawn before).")
+@click.option("--from", "sources", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="An output folder of earlier draws whose instances a pipeline may chain (repeat; --out always).")
 @click.option("--seed", required=True, help="The seed the draw order derives from (with project and family).")
 @click.option("--count", type=click.IntRange(1, 500), default=5, show_default=True,
               help="Verified instances wanted per project and family.")
@@ -99,13 +102,16 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
                                            "table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the yields as JSON.")
 def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str, count: int, max_draws: int,
-             out: Path, cache_dir: Path | None, where: str, record: bool, as_json: bool) -> None:
+             out: Path, cache_dir: Path | None, where: str, record: bool, as_json: bool,
+             sources: tuple[Path, ...]) -> None:
     """Draw DevOps tasks from the fetched upstream projects and keep only the verified ones.
 
     issue: a mutation of the project's code that tests it already has catch (those tests are hidden, the issue is
     written from what they observed); testgen: a mutation no test catches, with a recorded test that does (Python);
-    build: a build cause applied to the real build file. Each kept instance is proven by `make check` on fresh
-    copies (the untouched state fails, the reference passes) and written as a scenario folder. Builds and tests
+    build: a build cause applied to the real build file; monitoring: a process anomaly beside the project, proven
+    live in the workspace image; pipeline: a build instance and an issue or test-generation instance chained. Each
+    kept fix or test instance is proven by `make check` on fresh copies (the untouched state fails, the reference
+    passes) and written as a scenario folder. Builds and tests
     run on the host, one at a time at the lowest CPU priority. Exit status 1 when a project failed."""
     from orchestrator.devops_projects.fetch import Cache, StepFailed
     from orchestrator.devops_projects.generate import FAMILIES, YIELDS, record_yields
@@ -122,7 +128,7 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
     try:
         reports = draw(list(project_ids), list(families or FAMILIES), seed, count, out.resolve(),
                        max_draws=max_draws, cache=Cache(cache_dir.resolve()) if cache_dir else None, say=echo,
-                       done=recorded, where=where)
+                       done=recorded, where=where, sources=[p.resolve() for p in sources])
     except StepFailed as exc:
         raise click.ClickException(str(exc)) from None
     summaries = [r.summary() for r in reports]

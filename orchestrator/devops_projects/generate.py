@@ -12,6 +12,10 @@ shuffles the project's candidates, listed in a fixed order):
   test recorded from the original's behaviour, testgen.py); the reference solution adds that test.
 * ``build`` (build-config): one of the build-cause families applied to the project's real build file
   (buildcfg.py).
+* ``monitoring``: a process anomaly of the hand-written devops-monitor-* scenarios beside the project, proven live
+  in the workspace image (monitoring.py).
+* ``pipeline``: a build instance and an issue or test-generation instance of the same project chained, from the
+  instances already written (pipeline.py).
 
 Every drawn candidate that survives screening becomes an instance only after `verify`: the workspace as the agent
 gets it, the untouched state as evaluate_workspace scores it (must fail) and the reference solution (must pass),
@@ -32,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.devops_projects import buildcfg, issue_text, mutate, testgen
+from orchestrator.devops_projects import buildcfg, issue_text, monitoring, mutate, pipeline, testgen
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects.bench import Bench, Suite
 from orchestrator.devops_projects.fetch import CONTRACT_FILE, Cache, StepFailed
@@ -51,13 +55,14 @@ from orchestrator.devops_projects.tasks import (
 )
 from orchestrator.errors import OpsBenchError
 
-FAMILIES = ("issue", "testgen", "build")
+FAMILIES = ("issue", "testgen", "build", "monitoring", "pipeline")
 YIELDS = Path(__file__).resolve().parent / "yields.json"
 """Recorded yields (`opsbench devops generate --record`), per project and family: what docs/devops-projects.md
 shows. Figures only: the instances themselves are never committed (a make target redraws them)."""
 MAX_HIDDEN = 3
 """An issue hides at most this many test functions: a mutant more tests catch is a broken library, not an issue."""
-CLASS = {"issue": "issue-resolving", "testgen": "test-generation", "build": "build-config"}
+CLASS = {"issue": "issue-resolving", "testgen": "test-generation", "build": "build-config",
+         "monitoring": "monitoring", "pipeline": "pipeline"}
 # The ground truth's fault type of each build cause (the hand-written devops-build-* scenarios' types).
 BUILD_FAULT_TYPES = {"unresolvable-pin": "dependency_unresolvable", "missing-dependency": "missing_dependency",
                      "conflict-markers": "broken_build_file", "toolchain-target": "toolchain_mismatch",
@@ -68,9 +73,12 @@ class Generator:
     """Draws and verifies the instances of one project and family."""
 
     def __init__(self, project: cat.Project, cache: Cache, work: Path, seed: str,
-                 say: Callable[[str], None] = lambda _m: None, where: str = "host") -> None:
+                 say: Callable[[str], None] = lambda _m: None, where: str = "host",
+                 sources: list[Path] | None = None) -> None:
         self.project, self.cache, self.work, self.seed, self.say = project, cache, work, seed, say
         self.where = where
+        self.sources = sources or []
+        """Output folders of earlier draws, where a pipeline finds the instances it chains."""
         work.mkdir(parents=True, exist_ok=True)
         self.bench = Bench(project, cache, work / "bench")
         self.pristine = cache.tree(project)
@@ -106,24 +114,33 @@ class Generator:
         report = Report(self.project.id, family, self.seed, where=self.where)
         started = time.monotonic()
         try:
-            if not self.tests:
-                self.tests = self.pristine_tests()
-                self.meta = contract_meta(self.project, self.tests)
-            if family == "build":
-                self._build(report, count, max_draws)
+            if family == "monitoring":  # no make check: proven live beside the project
+                monitoring.generate(self, report, count, max_draws)
+            elif family == "pipeline":  # its sources carry the pristine test count they were proven with
+                pipeline.generate(self, report, count, max_draws, self.sources)
             else:
-                if not self.prepared:
-                    baseline = self.bench.prepare()
-                    self.prepared = True
-                    self.say(f"{self.project.id}: baseline {baseline.passed} passed in {self.bench.baseline_s:.1f} s")
-                if family == "issue":
-                    self._issues(report, count, max_draws)
-                else:
-                    testgen.generate(self, report, count, max_draws)
+                self._edits(report, family, count, max_draws)
         except StepFailed as exc:
             report.error = str(exc)
         report.seconds = time.monotonic() - started
         return report
+
+    def _edits(self, report: Report, family: str, count: int, max_draws: int) -> None:
+        """The families whose faults are edits proven by make check: issue, testgen, build."""
+        if not self.tests:
+            self.tests = self.pristine_tests()
+            self.meta = contract_meta(self.project, self.tests)
+        if family == "build":
+            self._build(report, count, max_draws)
+            return
+        if not self.prepared:
+            baseline = self.bench.prepare()
+            self.prepared = True
+            self.say(f"{self.project.id}: baseline {baseline.passed} passed in {self.bench.baseline_s:.1f} s")
+        if family == "issue":
+            self._issues(report, count, max_draws)
+        else:
+            testgen.generate(self, report, count, max_draws)
 
     def verify_dir(self, name: str) -> Path:
         path = self.work / "verify" / name
@@ -352,7 +369,7 @@ def scenario_docs(inst: Instance, pristine: Path | None = None) -> tuple[dict[st
 def write_instance(inst: Instance, out: Path, pristine: Path | None = None) -> Path:
     folder = out / inst.id
     folder.mkdir(parents=True, exist_ok=True)
-    scenario, truth = scenario_docs(inst, pristine)
+    scenario, truth = inst.docs if inst.docs is not None else scenario_docs(inst, pristine)
     header = "# yaml-language-server: $schema=../../orchestrator/schemas/{}.schema.json\n# Generated by `opsbench " \
              "devops generate`: do not edit; regenerate from the seed.\n"
     (folder / "scenario.yaml").write_text(header.format("scenario") + _literal(scenario))
@@ -376,9 +393,11 @@ def _write_yields(out: Path, reports: list[Report]) -> None:
 def generate(project_ids: list[str], families: list[str], seed: str, count: int, out: Path, *,
              max_draws: int = 0, cache: Cache | None = None, work: Path | None = None,
              say: Callable[[str], None] = lambda _m: None,
-             done: Callable[[Report], None] = lambda _r: None, where: str = "host") -> list[Report]:
+             done: Callable[[Report], None] = lambda _r: None, where: str = "host",
+             sources: list[Path] | None = None) -> list[Report]:
     """Draw, verify and write up to `count` instances per project and family into `out` (one folder each, plus
-    `yields.json`); `max_draws` caps the candidates tried (default 6 x count + 10; 20 x count + 10 for testgen)."""
+    `yields.json`); `max_draws` caps the candidates tried (default 6 x count + 10; 20 x count + 10 for testgen).
+    A pipeline chains instances found under `out` and `sources` (earlier draws' output folders)."""
     catalogue = cat.load()
     cache = cache or default_cache()
     unknown = [f for f in families if f not in FAMILIES]
@@ -390,7 +409,7 @@ def generate(project_ids: list[str], families: list[str], seed: str, count: int,
     reports: list[Report] = []
     with tempfile.TemporaryDirectory(prefix="opsbench-generate-", dir=work) as tmp:
         for project in projects:
-            gen = Generator(project, cache, Path(tmp) / project.id, seed, say, where)
+            gen = Generator(project, cache, Path(tmp) / project.id, seed, say, where, [out, *(sources or [])])
             for family in families:
                 if not cache.fetched(project):
                     reports.append(Report(project.id, family, seed, error=f"project {project.id}, step fetch: not "

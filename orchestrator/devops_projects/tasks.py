@@ -56,6 +56,9 @@ class Instance:
     reference_edits: list[dict[str, Any]]
     provenance: dict[str, Any] = field(default_factory=dict)
     proof: dict[str, Any] = field(default_factory=dict)
+    docs: tuple[dict[str, Any], dict[str, Any]] | None = None
+    """(scenario.yaml, ground_truth.yaml) when the family writes its own (monitoring, pipeline); else they are built
+    from the edits (`generate.scenario_docs`)."""
 
 
 @dataclass
@@ -274,6 +277,7 @@ class Host(Protocol):
     """What a family's drawer gets from the generator of one project."""
 
     project: cat.Project
+    cache: Cache
     seed: str
     pristine: Path
     tests: int
