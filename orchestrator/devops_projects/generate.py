@@ -456,9 +456,16 @@ def verify_written(folder: Path, where: str = "host", cache: Cache | None = None
     scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
     truth = yaml.safe_load((folder / "ground_truth.yaml").read_text())
     meta_file = json.loads((folder / "generated.json").read_text())
-    stage = truth["workspace"]["stages"][0]
-    project = cat.load().select([stage["project"]])[0]
+    project = cat.load().select([meta_file["project"]])[0]
     cache = cache or default_cache()
+    if meta_file["family"] == "monitoring":  # live in the workspace image, whatever `where` says
+        with tempfile.TemporaryDirectory(prefix="opsbench-verify-", dir=work) as tmp:
+            why, scores = monitoring.proof_by_scoring(scenario, truth, Path(tmp))
+        if why:
+            return why, {"scores": scores}
+        why, live = monitoring.LiveProver(project, cache).prove(scenario)
+        return why, {"scores": scores, **live}
+    stage = truth["workspace"]["stages"][0]
     fault = scenario["faults"][0]["args"]["edits"]
     reference = scenario["reference"][0]["args"]["edits"]
     tests = int(meta_file["provenance"].get("workspace_tests", meta_file["provenance"]["pristine_tests"]))
@@ -468,5 +475,30 @@ def verify_written(folder: Path, where: str = "host", cache: Cache | None = None
                                                                                                bench_env)
         if stage["kind"] == "write-tests":
             return verify_tests(cache.tree(project), tests, stage["bug"], reference, check, Path(tmp))
+        if meta_file["family"] == "pipeline":
+            return _verify_pipeline(project, cache.tree(project), tests, truth["workspace"]["stages"], fault,
+                                    reference, check, Path(tmp))
         return verify_fix(cache.tree(project), contract_meta(project, tests), tests, fault, reference, check,
                           Path(tmp), visible_must_pass=meta_file["family"] == "issue")
+
+
+def _verify_pipeline(project: cat.Project, pristine: Path, tests: int, stages: list[dict[str, Any]],
+                     fault: list[dict[str, Any]], reference: list[dict[str, Any]], check: Checker,
+                     work: Path) -> tuple[str, dict[str, Any]]:
+    """A written pipeline from its files alone: the fix stages as one (the untouched state fails, the whole
+    reference passes), then each write-tests stage with the reference's test files."""
+    from orchestrator.devops_projects.tasks import verify_tests
+    from orchestrator.evaluation.workspace import matches, protected_tests
+
+    meta = contract_meta(project, tests)
+    why, proof = verify_fix(pristine, meta, tests, fault, reference, check, work / "fix", visible_must_pass=False)
+    if why:
+        return why, proof
+    test_edits = [e for e in reference if matches(e["path"], protected_tests(meta))]
+    for stage in stages:
+        if stage["kind"] == "write-tests":
+            why, proof[stage["task"]] = verify_tests(pristine, tests, stage["bug"], test_edits, check,
+                                                     work / stage["task"])
+            if why:
+                return f"stage {stage['task']}: {why}", proof
+    return "", proof

@@ -135,22 +135,24 @@ def test_monitoring_draws_in_the_seed_order_one_anomaly_each_and_keeps_what_is_p
 # -- pipeline ------------------------------------------------------------------------------------------------------
 
 PRISTINE = {"setup.cfg": "[options]\npython_requires = >=3.8\n",
-            "pkg/lib.py": "def double(x):\n    return x * 2\n",
+            "pkg/lib.py": "def double(x):\n    return x * 2\n\n\ndef triple(x):\n    return x * 3\n",
             "tests/test_lib.py": "from pkg.lib import double\n\n\ndef test_double():\n    assert double(2) == 4\n"}
 BUILD_FAULT = {"path": "setup.cfg", "old": ">=3.8", "new": ">=3.99"}
 BUG = {"path": "pkg/lib.py", "old": "x * 2", "new": "x + 2"}
+SURVIVOR = {"path": "pkg/lib.py", "old": "x * 3", "new": "x + 3"}
+"""A bug no test of the project catches (test generation's kind)."""
 HIDE = {"path": "tests/test_lib.py", "old": "\n\ndef test_double():\n    assert double(2) == 4\n", "new": "\n"}
 
 
 def fake_check(root: Path) -> tuple[int, int, int, bool]:
     """`make check` of the toy project: the build fails on the raised python_requires; each test function that
-    exists runs; test_double fails on the bug."""
+    exists runs; a test of double fails on BUG, one of triple on SURVIVOR."""
     if ">=3.99" in (root / "setup.cfg").read_text():
         return 2, 0, 0, False
     tests = [t for t in (root / "tests").glob("test_*.py")]
     names = [line for t in tests for line in t.read_text().splitlines() if line.startswith("def test_")]
-    buggy = "x + 2" in (root / "pkg" / "lib.py").read_text()
-    failed = sum(1 for n in names if buggy and "double" in n)
+    lib = (root / "pkg" / "lib.py").read_text()
+    failed = sum(1 for n in names if ("x + 2" in lib and "double" in n) or ("x + 3" in lib and "triple" in n))
     return (1 if failed else 0), len(names) - failed, failed, True
 
 
@@ -172,13 +174,17 @@ def sources(tmp_path: Path) -> Path:
     rev = {"path": "setup.cfg", "old": ">=3.99", "new": ">=3.8"}
     write_source(out, pristine, "build", "devops-gen-build-python-idna-00000001", [BUILD_FAULT], [rev],
                  {"task": "fix-build", "kind": "fix", "project": "python-idna"}, cause="toolchain-target")
+    bound = {"path": "setup.cfg", "old": "python_requires = >=3.8", "new": "python_requires = >=3.99,<4"}
+    write_source(out, pristine, "build", "devops-gen-build-python-idna-00000005", [bound],
+                 [{"path": "setup.cfg", "old": bound["new"], "new": bound["old"]}],
+                 {"task": "fix-build", "kind": "fix", "project": "python-idna"}, cause="toolchain-target")
     write_source(out, pristine, "issue", "devops-gen-issue-python-idna-00000002", [BUG, HIDE],
                  [{"path": "pkg/lib.py", "old": "x + 2", "new": "x * 2"}],
                  {"task": "resolve-issue", "kind": "fix", "project": "python-idna"})
     test = {"path": "tests/test_new.py",
-            "content": "from pkg.lib import double\n\n\ndef test_new_double():\n    assert double(3) == 6\n"}
-    write_source(out, pristine, "testgen", "devops-gen-testgen-python-idna-00000003", [BUG], [test],
-                 {"task": "write-test", "kind": "write-tests", "project": "python-idna", "bug": [BUG]})
+            "content": "from pkg.lib import triple\n\n\ndef test_new_triple():\n    assert triple(3) == 9\n"}
+    write_source(out, pristine, "testgen", "devops-gen-testgen-python-idna-00000003", [SURVIVOR], [test],
+                 {"task": "write-test", "kind": "write-tests", "project": "python-idna", "bug": [SURVIVOR]})
     # A test-generation instance whose workspace hides the project's own tests: no source (the fix stage puts
     # them back and they catch the bug).
     write_source(out, pristine, "testgen", "devops-gen-testgen-python-idna-00000004", [BUG, HIDE],
@@ -190,9 +196,9 @@ def sources(tmp_path: Path) -> Path:
 
 def test_pipeline_sources_are_build_issue_and_recorded_testgen_instances_of_the_project(sources: Path) -> None:
     found = pipeline.load_sources([sources / "out", sources / "out"], "python-idna")
-    assert [s.id[-8:] for s in found] == ["00000001", "00000002", "00000003"]
+    assert [s.id[-8:] for s in found] == ["00000001", "00000005", "00000002", "00000003"]
     assert pipeline.load_sources([sources / "out"], "go-semver") == []
-    assert [(b.family, s.family) for b, s in pipeline.pairs(found)] == [("build", "issue"), ("build", "testgen")]
+    assert [(b.id[-1], s.id[-1]) for b, s in pipeline.pairs(found)] == [("1", "2"), ("1", "3"), ("5", "2"), ("5", "3")]
 
 
 def test_pipelines_are_proven_written_in_the_hand_written_shape_and_each_source_used_once(sources: Path) -> None:
@@ -200,9 +206,15 @@ def test_pipelines_are_proven_written_in_the_hand_written_shape_and_each_source_
     host = FakeHost(proj, sources / "pristine", sources / "work", fake_check)
     report = tasks.Report(proj.id, "pipeline", "s1")
     pipeline.generate(host, report, 5, 20, [sources / "out"])  # type: ignore[arg-type]
-    # One build instance: it joins one pipeline, whichever pair the seed draws first.
-    assert len(report.instances) == 1 and len(report.draws) == 1, [d.reason for d in report.draws]
-    [inst] = report.instances
+    # Two build instances, an issue and a test generation: two pipelines, each source in one.
+    assert len(report.instances) == 2 and len(report.draws) == 2, [d.reason for d in report.draws]
+    assert len({s for i in report.instances for s in i.provenance["stages"]}) == 4
+    assert {i.provenance["second_family"] for i in report.instances} == {"issue", "testgen"}
+    for inst in report.instances:
+        check_written(inst, sources)
+
+
+def check_written(inst: tasks.Instance, sources: Path) -> None:
     folder = generate.write_instance(inst, sources / "written", sources / "pristine")
     load_scenario(folder / "scenario.yaml")
     assert validate_scenario_file(folder / "scenario.yaml") == []
@@ -212,11 +224,11 @@ def test_pipelines_are_proven_written_in_the_hand_written_shape_and_each_source_
     stages = truth["workspace"]["stages"]
     assert stages[0] == {"task": "fix-build", "kind": "fix", "project": "python-idna"}
     assert [t["id"] for t in scenario["tasks"]] == [s["task"] for s in stages]
-    assert scenario["faults"][0]["args"]["edits"][0] == BUILD_FAULT
+    assert scenario["faults"][0]["args"]["edits"][0]["path"] == "setup.cfg"
     assert {e["layer"] for e in truth["entities"]} == {"configuration", "application"}
     assert truth["entities"][0]["faultType"] == "toolchain_mismatch"
     if stages[1]["kind"] == "write-tests":
-        assert stages[1]["bug"] == [BUG] and inst.proof["write_tests"]["from"].endswith("00000003")
+        assert stages[1]["bug"] == [SURVIVOR] and inst.proof["write_tests"]["from"].endswith("00000003")
     else:
         assert inst.proof["build_fixed_only"]["failed"] == 1  # the issue stage still fails with the build fixed
     assert inst.proof["untouched"]["rc"] != 0
@@ -226,7 +238,7 @@ def test_pipelines_are_proven_written_in_the_hand_written_shape_and_each_source_
 
 def test_a_pipeline_whose_second_stage_the_build_fix_already_passes_is_dropped(sources: Path) -> None:
     proj = project()
-    build, issue = [s for s in pipeline.load_sources([sources / "out"], proj.id) if s.family in ("build", "issue")]
+    build, _, issue, _ = pipeline.load_sources([sources / "out"], proj.id)
     # A check that never runs the project's tests: fixing the build alone passes everything.
     host = FakeHost(proj, sources / "pristine", sources / "work",
                     lambda root: (2, 0, 0, False) if ">=3.99" in (root / "setup.cfg").read_text() else (0, 1, 0, True))
@@ -250,3 +262,19 @@ def test_a_folder_that_is_no_instance_is_named(tmp_path: Path) -> None:
     (tmp_path / "x" / "ground_truth.yaml").write_text("{}\n")
     with pytest.raises(ValueError, match="not an instance"):
         pipeline.load_sources([tmp_path], "python-idna")
+
+
+def test_a_written_pipeline_is_proven_again_from_its_files(sources: Path) -> None:
+    proj = project()
+    build, _, _, testgen = pipeline.load_sources([sources / "out"], proj.id)
+    fault, reference = [*build.fault, *testgen.fault], pipeline.reference_of(build, testgen)
+    stages = [{"task": "fix-build", "kind": "fix", "project": proj.id}, pipeline.second_task(testgen)]
+    pristine = sources / "pristine"
+    why, proof = generate._verify_pipeline(proj, pristine, 1, stages, fault, reference, fake_check,  # type: ignore
+                                           sources / "v1")
+    assert why == "" and proof["write-test"]["buggy"]["failed"] == 1, proof
+    # A reference test that passes on the bug too proves nothing.
+    weak = [*build.reference, {"path": "tests/test_new.py", "content": "def test_nothing():\n    assert True\n"}]
+    why, _ = generate._verify_pipeline(proj, pristine, 1, stages, fault, weak, fake_check,  # type: ignore
+                                       sources / "v2")
+    assert why.startswith("stage write-test: the reference test does not fail on the mutant")
