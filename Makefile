@@ -28,7 +28,7 @@ help:
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=270 K=2 CORPUS_OUT=...]; resumable"
 	@echo "make devops-projects         fetch, verify, build and test the DevOps upstream projects (live) [IDS='...' WHERE=host|workspace RECORD=1]"
-	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=... RECORD=1]"
+	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build monitoring pipeline' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=... DEVOPS_FROM='dir ...' RECORD=1]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex, Gemini CLI, OpenCode) under .agents/ (npm, pinned)"
 	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
@@ -153,13 +153,16 @@ devops-projects:
 
 # DevOps tasks drawn from those projects (docs/devops-projects.md, 'Generated tasks'): per project and family,
 # mutations and build causes drawn from the seed, each kept only when `make check` on fresh copies proves it
-# (the untouched state fails, the reference passes); yields in $(DEVOPS_TASKS_OUT)/yields.json. Not committed.
+# (the untouched state fails, the reference passes); monitoring proven live in the workspace image; a pipeline chains
+# instances of earlier draws ($(DEVOPS_TASKS_OUT) and DEVOPS_FROM); yields in $(DEVOPS_TASKS_OUT)/yields.json. Not
+# committed.
 DEVOPS_SEED ?= opsbench-dev-1
 DEVOPS_COUNT ?= 3
 DEVOPS_TASKS_OUT ?= $(CURDIR)/.opsbench/devops-tasks/dev
 devops-tasks:
 	nice -n 19 $(BIN)/opsbench devops generate --seed $(DEVOPS_SEED) --count $(DEVOPS_COUNT) --out $(DEVOPS_TASKS_OUT) \
-	  $(foreach p,$(IDS),--project $(p)) $(foreach f,$(FAMILIES),--family $(f)) $(if $(RECORD),--record)
+	  $(foreach p,$(IDS),--project $(p)) $(foreach f,$(FAMILIES),--family $(f)) $(foreach d,$(DEVOPS_FROM),--from $(d)) \
+	  $(if $(RECORD),--record)
 
 validate:
 	@$(BIN)/opsbench validate

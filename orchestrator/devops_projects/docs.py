@@ -68,7 +68,8 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
-FAMILY_NAMES = {"issue": "issue-resolving", "testgen": "test-generation", "build": "build-config"}
+FAMILY_NAMES = {"issue": "issue-resolving", "testgen": "test-generation", "build": "build-config",
+                "monitoring": "monitoring", "pipeline": "pipeline"}
 
 
 def generated_section() -> list[str]:
@@ -76,8 +77,9 @@ def generated_section() -> list[str]:
     from orchestrator.devops_projects.generate import MAX_HIDDEN, YIELDS
 
     lines = ["", "## Generated tasks", "",
-             "`opsbench devops generate --seed S [--project ID ...] [--family issue|testgen|build ...] --count N "
-             "--out DIR [--record]` (or `make devops-tasks [IDS=...] [FAMILIES=...] DEVOPS_SEED=... "
+             "`opsbench devops generate --seed S [--project ID ...] "
+             "[--family issue|testgen|build|monitoring|pipeline ...] --count N --out DIR [--from DIR ...] "
+             "[--record]` (or `make devops-tasks [IDS=...] [FAMILIES=...] DEVOPS_SEED=... "
              "DEVOPS_COUNT=...`) draws tasks from the fetched projects and keeps only the proven ones, each as a "
              "scenario folder (`scenario.yaml`, `ground_truth.yaml` in the shape of the hand-written `devops-*` "
              "scenarios, and `generated.json` with the provenance and the proof) plus `yields.json`. Nothing "
@@ -120,7 +122,31 @@ def generated_section() -> list[str]:
              "`requires-python`/`python_requires`/`go` raised past every installed toolchain, a `go.work` naming a "
              "missing module (the build-variable cause: a setting pointing at a path that does not exist). A "
              "`require` of a module the offline cache lacks does not break these standard-library-only Go "
-             "modules (nothing imports it), and verification drops it.", "",
+             "modules (nothing imports it), and verification drops it.",
+             "- **monitoring**: a hand-written `devops-monitor-<anomaly>` scenario (memory leak, CPU spin, "
+             "descriptor leak, disk fill, zombie storm, I/O hog, thread explosion) moved beside the project: the "
+             "workspace holds the upstream project alone, and the misbehaving program is drawn among the seven "
+             "background services of `fault_workspace_process` (the topology's process entities), its name swapped "
+             "into the template's texts, checks, reference and ground truth; one instance per anomaly and project. "
+             "None of the catalogue's projects ships a service of its own (they are libraries), so the anomaly "
+             "runs beside the project, whose tree the healthy services read. Proven live in a throwaway container "
+             "of the workspace image (its limits, no network, the project mounted read-only, every process at "
+             "nice 19): the baseline check holds, the services start through the role's own `servicectl.sh` and "
+             "`service.py`, the manifestation check holds within its timeout, the same check aimed at each healthy "
+             "service fails, the stop leaves no process and no file; and `evaluate_diagnosis`'s scoring fails "
+             "the untouched state (no diagnosis) and a diagnosis naming a healthy service, and passes the "
+             "reference.",
+             "- **pipeline**: chained stages, as the hand-written `devops-pipeline-*`: a verified build instance "
+             "and a verified issue instance (fix + fix) or recorded-call test-generation instance (fix + "
+             "write-tests) of the same project, both faults in the workspace at once, read back from the folders "
+             "of earlier draws (`--out` and `--from DIR`). A test-generation instance whose workspace hides the "
+             "project's own tests is no source (the fix stage puts those tests back, and they catch the bug the "
+             "agent is not asked to fix). The seed orders the pairs; a source joins one kept pipeline at most. "
+             "Proven with `make check` on fresh copies: the untouched workspace fails, the reference (both "
+             "fixes, or the fix and the recorded test) passes, and for fix + fix the build's fix alone must "
+             "still fail (the issue's tests put back), so the stages are two; the write-tests stage is scored "
+             "on the pristine project with and without the bug, whatever the build fault, so the source's proof "
+             "(same inputs) is carried over, and `verify-generated` proves it again from the folder.", "",
              "**What is verified.** Every kept instance is proven with `make -s -f opsbench.mk check` (the "
              "project's check contract, offline) on fresh copies built the way `evaluate_workspace` builds them "
              "(`prepare_fix`, `prepare_variant` from `orchestrator/evaluation/workspace.py`): for a fix task "
