@@ -14,6 +14,10 @@ Ansible's argument specs know types and closed sets, not ranges or the topology,
       - arg: path_re                  # regex: true -- a Python regular expression that compiles
         regex: true
       - calls: {source: source, target: name}   # the topology has a call from one argument's service to the other's
+      - arg: hold_s                   # less_than: another argument's name -- a number below that argument's value
+        less_than: period_s
+      - arg: resolver                 # pattern: a regular expression the whole (string) value must match
+        pattern: '[0-9.]+'
 
 A value left out of the spec is the role's default (from its argument spec). The replicas of a service are the
 scenario's ``environment.args.replicas`` when it sets them, else the instances the topology declares. Problems
@@ -34,7 +38,7 @@ from orchestrator.yamlfile import read_yaml
 LIMITS_FILE = Path("meta") / "limits.yml"
 NUMBER_KEYS = ("min", "max", "abs_min")
 ENTITY_KEYS = ("kind", "service", "replicas_at_least", "not_of")
-KNOWN_KEYS = {"arg", "why", "calls", "regex", *NUMBER_KEYS, *ENTITY_KEYS}
+KNOWN_KEYS = {"arg", "why", "calls", "regex", "less_than", "pattern", *NUMBER_KEYS, *ENTITY_KEYS}
 
 
 def limits_file(role: str) -> Path:
@@ -68,6 +72,10 @@ def load_limits(role: str) -> tuple[list[dict[str, Any]], list[Problem]]:
         elif any(k in item and (isinstance(item[k], bool) or not isinstance(item[k], int | float))
                  for k in (*NUMBER_KEYS, "replicas_at_least")):
             problems.append(Problem(str(path), where, "min, max, abs_min and replicas_at_least are numbers"))
+        elif "less_than" in item and not isinstance(item["less_than"], str):
+            problems.append(Problem(str(path), f"{where}.less_than", "the name of another argument"))
+        elif "pattern" in item and not _compiles(item["pattern"]):
+            problems.append(Problem(str(path), f"{where}.pattern", "a regular expression that compiles"))
         elif not isinstance(item.get("why"), str) or not item["why"].strip():
             problems.append(Problem(str(path), f"{where}.why", "say why the environment sets this limit"))
         else:
@@ -98,6 +106,20 @@ def _replicas(topo: Mapping[str, Any], service: str, env_args: Mapping[str, Any]
     owned = [e["target"] for e in topo.get("edges", []) if e.get("type") == "owns" and e.get("source") == service
              and kinds.get(e.get("target")) == "instance"]
     return len(owned) or (1 if service in kinds else 0)
+
+
+def _compiles(pattern: Any) -> bool:
+    if not isinstance(pattern, str):
+        return False
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _number_problem(value: Any, limit: Mapping[str, Any]) -> str | None:
@@ -157,6 +179,12 @@ def limit_problems(file: str, index: int, role: str, args: Mapping[str, Any], to
         msg: str | None = None
         if any(k in limit for k in NUMBER_KEYS):
             msg = _number_problem(value, limit)
+        if msg is None and "less_than" in limit:
+            other = _value(role, args, str(limit["less_than"]))
+            if _is_number(value) and _is_number(other) and value >= other:
+                msg = f"is {value}, not below {limit['less_than']} ({other})"
+        if msg is None and "pattern" in limit and isinstance(value, str) and not re.fullmatch(limit["pattern"], value):
+            msg = f"'{value}' does not match {limit['pattern']}"
         if msg is None and limit.get("regex") and isinstance(value, str):
             try:
                 re.compile(value)
