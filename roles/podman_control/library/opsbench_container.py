@@ -8,7 +8,8 @@ description:
   - Works on the container of entity C(entity) (e.g. cart-1) of the run in C(run_dir), whose
     environment recorded every container's spec in run_dir/env/containers.json at deploy.
   - C(recreated) replaces the container with one built from its spec plus C(overrides) (env is
-    merged; image, command, memory, cpus, restart, secrets, mounts, add_hosts, sysctls replace). The overrides are
+    merged; image, command, memory, cpus, restart, secrets, mounts, add_hosts, sysctls, dns,
+    dns_options, ulimits replace). The overrides are
     recorded in a label, so recreating with the same overrides again changes nothing. A container
     that cannot start (e.g. its image does not exist) is reported in C(start_error), not failed,
     since that is what such a fault intends.

@@ -55,6 +55,12 @@ def run_args(c, p, extra_labels=None):
         args += ["--add-host", entry]
     for key, value in sorted((c.get("sysctls") or {}).items()):  # namespaced kernel settings, e.g. net.ipv4.*
         args += ["--sysctl", f"{key}={value}"]
+    for server in c.get("dns") or []:  # the container's resolv.conf nameservers instead of the network's
+        args += ["--dns", str(server)]
+    for option in c.get("dns_options") or []:  # resolv.conf options, e.g. timeout:1
+        args += ["--dns-option", str(option)]
+    for ulimit in c.get("ulimits") or []:  # "nofile=64:64"
+        args += ["--ulimit", str(ulimit)]
     if c.get("stop_signal"):
         args += ["--stop-signal", str(c["stop_signal"])]
     if c.get("cpus"):
