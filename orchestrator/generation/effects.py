@@ -12,6 +12,7 @@ dependency (wrong credentials or address in the target's configuration: `depende
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,22 @@ ENTRY_ALERTS = {"errors": "CustomerErrorsHigh", "rejections": "CustomerErrorsHig
 CALLER_EFFECTS = ("errors", "latency", "rejections")
 """`rejections`: 4xx answers (a rate limit's 429, a 404 from the wrong service) that callers pass on with their
 status: no service's 5xx alert fires on the way, only the users' error alert at the entry."""
+UNREADABLE = ("errors", "rejects", "passes", "ignores", "cached")
+"""What a caller does with an answer it cannot read (a call edge's `unreadable` fact in the topology; an edge without
+it keeps the model's caller effects and its `degrades` mark): answers 5xx; answers a 4xx its callers pass on with its
+status; forwards it unread with a 200; does not use it; reads it only to refresh a cache once a minute (too few
+failures for any alert)."""
+EDGE_FACT_EFFECTS: dict[str, dict[str, tuple[str, ...] | None]] = {
+    "unreadable": {"errors": None, "rejects": ("rejections",), "passes": (), "ignores": (), "cached": ()},
+}
+"""Per edge fact a model may follow (`source_edge`), what the source's answers become for each value: None keeps the
+model's caller effects, a tuple replaces them (empty: nothing shows at the source or above it)."""
+ENTRY_ERROR_SHARE = 0.05
+"""The share of the users' requests that must fail for CustomerErrorsHigh (its rule: non-2xx over all > 0.05)."""
+ENTRY_SHARE_NEEDED = 1.5 * ENTRY_ERROR_SHARE
+"""What a derivation asks of a fault whose only alert is the users' one: a margin of 1.5 over the rule's threshold,
+since the rate over 15 s and the rule's `for` need the share above it all along, not on average."""
+PASSED_ON = "{caller} passes the client error (4xx) of {target} on with its status"
 REQUIRED = ("mechanism", "target_kinds", "fault_type", "layer", "target_alerts", "caller_effects", "condition",
             "effect")
 BENIGN_REQUIRED = ("mechanism", "target_arg", "target_kinds")
@@ -73,6 +90,25 @@ class EffectModel:
     """The argument naming that dependency by address (`host[:port]`, the host an entity id), when the role takes
     it (a wrong upstream address); instead of `dependency`."""
     dependency_effect: str = "{target} calls to {dependency} fail"
+    source_edge: str | None = None
+    """For a fault on one call path: the call edge's fact (a key of EDGE_FACT_EFFECTS) that says what the source
+    makes of the fault (tampered answers: `unreadable`). It decides the caller effects from the source up, instead of
+    the edge's `degrades` mark (which is about a callee that fails, not one whose answers cannot be read)."""
+    edge_effects: tuple[tuple[str, str], ...] = ()
+    """The propagation's effect text per value of that fact, where it differs from `effect` (a 4xx, not errors)."""
+    share_arg: str | None = None
+    """A fault that hits a share of the calls on its path: the argument holding that share (0-1). Where the source
+    answers a 4xx (`rejects`), only the users' error alert can show it, on the users' requests that reach the source:
+    the share times the calls per request from the entry down to the source must reach ENTRY_SHARE_NEEDED."""
+    quota_arg: str | None = None
+    """A fault that caps a resource at a quota (CPU): the argument holding the quota, compared with the target's
+    demand at the default load (the topology's `cpu_demand`, per instance)."""
+    quota_margin: float = 2.0
+    """A quota at or above quota_margin x the demand does not bind enough to slow a caller that calls the target on
+    few of its requests: no caller effect is derived unless the nearest caller is dense (below)."""
+    dense_calls: float = 0.5
+    """A caller that calls the target this many times per request of its own or more (the topology's
+    `calls_per_request`) sees even a quota that rarely binds: its p95 alert needs only 5 % of its requests slowed."""
 
     def target_in(self, args: dict[str, Any]) -> str:
         """The target a fault with these arguments acts on."""
@@ -168,6 +204,18 @@ def load_effect_model(role: str) -> EffectModel:
     effects = data.get("caller_effects", [])
     if not isinstance(effects, list) or any(e not in CALLER_EFFECTS for e in effects):
         problems.append(Problem(str(path), "$.caller_effects", f"a list of {', '.join(CALLER_EFFECTS)}"))
+    if data.get("source_edge") is not None and (data["source_edge"] not in EDGE_FACT_EFFECTS
+                                                or not data.get("source_arg")):
+        problems.append(Problem(str(path), "$.source_edge", f"one of {', '.join(EDGE_FACT_EFFECTS)}, for a model "
+                                "with source_arg (a fault on one call path)"))
+    for key in ("quota_margin", "dense_calls"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+            problems.append(Problem(str(path), f"$.{key}", "a positive number"))
+    edge_effects = data.get("edge_effects") or {}
+    if not isinstance(edge_effects, dict) or any(
+            k not in UNREADABLE or not isinstance(v, str) for k, v in edge_effects.items()):
+        problems.append(Problem(str(path), "$.edge_effects", f"a mapping of {', '.join(UNREADABLE)} to an effect text"))
     alerts = data.get("target_alerts", {})
     if not isinstance(alerts, dict) or "default" not in alerts or not all(
             isinstance(v, list) and all(isinstance(a, str) for a in v) for v in alerts.values()):
@@ -192,7 +240,11 @@ def load_effect_model(role: str) -> EffectModel:
                        alerts_on=str(data.get("alerts_on", "instances")), target=opt("target"),
                        cause=opt("cause"), cause_effect=str(data.get("cause_effect", EffectModel.cause_effect)),
                        dependency=opt("dependency"), dependency_arg=opt("dependency_arg"),
-                       dependency_effect=str(data.get("dependency_effect", EffectModel.dependency_effect)))
+                       dependency_effect=str(data.get("dependency_effect", EffectModel.dependency_effect)),
+                       source_edge=opt("source_edge"), share_arg=opt("share_arg"), quota_arg=opt("quota_arg"),
+                       quota_margin=float(data.get("quota_margin", EffectModel.quota_margin)),
+                       dense_calls=float(data.get("dense_calls", EffectModel.dense_calls)),
+                       edge_effects=tuple(sorted((str(k), str(v)) for k, v in edge_effects.items())))
 
 
 def unknown_alerts(model: EffectModel, defined: set[str]) -> list[Problem]:
@@ -203,6 +255,13 @@ def unknown_alerts(model: EffectModel, defined: set[str]) -> list[Problem]:
             for name in sorted(model.alert_names() - defined)]
 
 
+def _number(value: Any) -> float | None:
+    """`value` as a number >= 0, or None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
+
+
 # -- topology ---------------------------------------------------------------------------------
 class Topology:
     """The declared entities and edges of an environment (roles/env_*/files/topology.yml)."""
@@ -210,11 +269,24 @@ class Topology:
     def __init__(self, data: dict[str, Any]) -> None:
         self.entities: dict[str, dict[str, Any]] = {e["id"]: e for e in data.get("entities", [])}
         edges = data.get("edges", [])
+        self.data_edges: list[dict[str, Any]] = list(edges)
+        self.data_entities: list[dict[str, Any]] = list(data.get("entities", []))
         self.owned: dict[str, list[str]] = {}
         self.callers: dict[str, list[str]] = {}
         # Calls whose caller degrades gracefully when the callee fails (the frontend renders a page without ads):
         # the callee's errors do not become the caller's.
         self.degrades = {(e["source"], e["target"]) for e in edges if e.get("type") == "calls" and e.get("degrades")}
+        # What a caller does with an answer it cannot read (see UNREADABLE), per (caller, callee).
+        self.unreadable: dict[tuple[str, str], str] = {
+            (e["source"], e["target"]): str(e["unreadable"]) for e in edges
+            if e.get("type") == "calls" and e.get("unreadable") is not None}
+        # Measured at the default load (the topology's comment says how): calls per request of the caller's own, and
+        # the CPU an instance of a service uses.
+        self.calls: dict[tuple[str, str], float] = {
+            (e["source"], e["target"]): float(e["calls_per_request"]) for e in edges
+            if e.get("type") == "calls" and _number(e.get("calls_per_request")) is not None}
+        self.cpu: dict[str, float] = {i: float(e["cpu_demand"]) for i, e in self.entities.items()
+                                      if _number(e.get("cpu_demand")) is not None}
         for e in edges:
             if e.get("type") == "owns" and self.entities.get(e["target"], {}).get("kind") == "instance":
                 self.owned.setdefault(e["source"], []).append(e["target"])
@@ -224,6 +296,27 @@ class Topology:
         # Synthetic users call the entry; they are not part of the system under test.
         self.users = {s for s in sources if self.entities.get(s, {}).get("description", "").startswith("synthetic")}
         self.entries = sorted({t for t, callers in self.callers.items() if set(callers) & self.users})
+
+    def fact_problems(self, path: str) -> list[Problem]:
+        """The edge facts of this topology (read from `path`) that are not one of their values."""
+        out = [Problem(path, f"$.edges[{i}].unreadable", f"'{e['unreadable']}' on {e['source']} -> {e['target']}: "
+                       f"one of {', '.join(UNREADABLE)}")
+               for i, e in enumerate(self.data_edges)
+               if e.get("type") == "calls" and e.get("unreadable") is not None and e["unreadable"] not in UNREADABLE]
+        out += [Problem(path, f"$.edges[{i}].calls_per_request", f"'{e['calls_per_request']}' on {e['source']} -> "
+                        f"{e['target']}: a number >= 0")
+                for i, e in enumerate(self.data_edges)
+                if e.get("calls_per_request") is not None and _number(e["calls_per_request"]) is None]
+        out += [Problem(path, f"$.entities[{i}].cpu_demand", f"'{e['cpu_demand']}' on {e.get('id')}: a number >= 0")
+                for i, e in enumerate(self.data_entities)
+                if e.get("cpu_demand") is not None and _number(e["cpu_demand"]) is None]
+        return out
+
+    def edge_fact(self, caller: str, callee: str, fact: str) -> str | None:
+        """The value of edge fact `fact` on the call from `caller` to `callee` (None when the edge declares none)."""
+        if fact == "unreadable":
+            return self.unreadable.get((caller, callee))
+        raise KeyError(fact)
 
     def kind(self, entity: str) -> str:
         return str(self.entities.get(entity, {}).get("kind", ""))
@@ -271,6 +364,46 @@ def aliases(topo: Topology, entity: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _quota_does_not_bind(model: EffectModel, service: str, topo: Topology, paths: list[list[str]],
+                         args: dict[str, Any] | None) -> bool:
+    """Whether a quota fault's quota is too loose to show at the callers: at or above the model's margin over the
+    service's measured demand per instance, and no nearest caller calls the service densely. Unknown demand, quota or
+    calls per request keep the model's caller effects."""
+    quota = _number((args or {}).get(model.quota_arg)) if model.quota_arg else None
+    demand = topo.cpu.get(service)
+    if quota is None or not demand or quota < model.quota_margin * demand:
+        return False
+    nearest = {p[1] for p in paths if len(p) > 1}
+    return bool(nearest) and all((c, service) in topo.calls and topo.calls[(c, service)] < model.dense_calls
+                                 for c in nearest)
+
+
+def _users_share_too_small(model: EffectModel, topo: Topology, paths: list[list[str]],
+                           args: dict[str, Any] | None) -> bool:
+    """Whether the share of the users' requests a fault on one path fails (its share of the calls times the calls per
+    request from the entry down to the source, on the likeliest path) stays under ENTRY_SHARE_NEEDED. Unknown share
+    or calls per request keep the derivation as it is."""
+    share = _number((args or {}).get(model.share_arg)) if model.share_arg else None
+    if share is None or not paths:
+        return False
+    best = 0.0
+    for path in paths:
+        edges = [(caller, callee) for callee, caller in itertools.pairwise(path[1:])]
+        if any(e not in topo.calls for e in edges):
+            return False
+        best = max(best, share * math.prod(topo.calls[e] for e in edges))
+    return min(best, 1.0) < ENTRY_SHARE_NEEDED
+
+
+def _edge_effect(model: EffectModel, fact: str | None, carried: tuple[str, ...], first: bool) -> str:
+    """The effect text of one propagation: the model's own, or for a model that follows an edge fact its text for
+    that fact on the source's edge, and a passed-on 4xx above it."""
+    if fact is None:
+        return model.effect
+    if first:
+        return dict(model.edge_effects).get(fact, model.effect)
+    return PASSED_ON if carried == ("rejections",) else model.effect
+
 def derive(model: EffectModel, target: str, topo: Topology, source: str | None = None,
            args: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ground-truth parts an instance of `model` on `target` implies: entities (with the root cause), alerts,
@@ -288,9 +421,24 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     on = instances if model.alerts_on == "instances" else [walk]
     alerts = [{"name": a, "entity": where} for a in model.alerts_for(topo.tech(walk)) for where in on]
     paths = [[walk, *p] for p in topo.paths_to_entry(source)] if source else topo.paths_to_entry(walk)
+    # A fault on one call path whose model follows an edge fact (tampered answers: what the source does with an
+    # answer it cannot read): that fact, not the edge's `degrades` mark, decides what the source answers; its answers
+    # then travel up as any caller's errors (or 4xx) do.
+    fact = topo.edge_fact(source, walk, model.source_edge) if source and model.source_edge else None
+    carried = model.caller_effects
+    if fact is not None and model.source_edge is not None:
+        replaced = EDGE_FACT_EFFECTS[model.source_edge][fact]
+        carried = model.caller_effects if replaced is None else replaced
+    first_edge = (source, walk) if fact is not None else None
+    silent = fact is not None and not carried
+    if _quota_does_not_bind(model, walk, topo, paths, args) or (
+            carried == ("rejections",) and _users_share_too_small(model, topo, paths, args)):
+        carried, silent = (), True
     cut: list[list[str]] = []
-    for path in paths:  # a caller that degrades gracefully ends the chain
-        end = next((i + 2 for i in range(len(path) - 1) if (path[i + 1], path[i]) in topo.degrades), len(path))
+    for path in paths:  # a caller that degrades gracefully ends the chain (and one that shows nothing of the fault)
+        end = next((i + 2 for i in range(len(path) - 1)
+                    if (path[i + 1], path[i]) in topo.degrades and (path[i + 1], path[i]) != first_edge), len(path))
+        end = min(end, 2) if silent else end
         end = min(end, model.travels + 1) if model.travels is not None else end
         cut.append(path[:end])
     paths = list({tuple(p): p for p in cut}.values())
@@ -304,8 +452,8 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     for callee, service in chain:
         if model.alert_hops is not None and hops[service] > model.alert_hops:
             continue
-        effects = [e for e in model.caller_effects
-                   if e == "latency" or (service, callee) not in topo.degrades]
+        effects = [e for e in carried
+                   if e == "latency" or (service, callee) not in topo.degrades or (service, callee) == first_edge]
         table = ENTRY_ALERTS if service in topo.entries and service != source else CALLER_ALERTS
         alerts += [{"name": table[e], "entity": service} for e in effects
                    if e in table and {"name": table[e], "entity": service} not in alerts]
@@ -322,7 +470,8 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     propagations += [{"source": own if callee == walk else callee, "target": caller,
                       "condition": model.condition.format(**fill) if callee == walk and not model.cause
                       else f"{callee} fails",
-                      "effect": model.effect.format(**{**fill, "caller": caller, "target": callee})}
+                      "effect": _edge_effect(model, fact, carried, (caller, callee) == first_edge).format(
+                          **{**fill, "caller": caller, "target": callee})}
                      for callee, caller in chain]
     techs = sorted({t for s in [walk, *involved, root] if (t := topo.tech(s))} | {"podman"})
     return {

@@ -162,6 +162,8 @@ def load_template(scn: Scenario) -> Template:
         raise SpecInvalid([*problems, Problem(f, "$.environment.application",
                                              "the environment declares no topology: nothing to draw targets from")])
     topo = Topology(data)
+    problems += topo.fact_problems(
+        f"roles/env_{scn.data['environment']['application']}/files/topology.yml")
     targets = candidate_targets(scn, topo, model)
     if not targets:
         problems.append(Problem(f, "$.vary.target", f"the predicate matches no entity of the "
