@@ -57,3 +57,51 @@ def test_issue_and_build_tasks_from_go_semver_are_drawn_proven_and_reproducible(
 
     again = generate(["go-semver"], ["issue"], "live-test", 1, tmp_path / "again", cache=cache, work=tmp_path)
     assert [i.id for i in again[0].instances] == [issue.id]  # the same seed draws the same instance
+
+
+def test_a_generated_task_runs_live_as_a_scenario(tmp_path: Path, home: Path) -> None:
+    """The drawn issue goes through verify-scenarios like a hand-written scenario: env_workspace deploys go-semver
+    from the (private) cache at its pinned version, the untouched workspace fails evaluate_workspace, the reference
+    passes, nothing is left behind."""
+    from .conftest import run_json
+
+    cache = Cache(tmp_path / "cache")
+    assert [r.error for r in run_projects(("go-semver",), fetch=True, cache=cache)] == [None]
+    [report] = generate(["go-semver"], ["issue"], "live-test", 1, tmp_path / "out", cache=cache, work=tmp_path)
+    [inst] = report.instances
+    spec = tmp_path / "out" / inst.id / "scenario.yaml"
+    scenario = yaml.safe_load(spec.read_text())
+    assert scenario["environment"]["args"]["upstream"][0]["id"] == "go-semver"
+    scenario["environment"]["args"]["upstream_cache"] = str(cache.root)  # the private cache, not the state dir's
+    spec.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    rc, result = run_json(home, "verify-scenarios", "--repeats", "1", str(spec.parent), timeout=1500)
+    [row] = result["scenarios"]
+    assert rc == 0 and row["passed"] and row["leftovers"] == [], row
+    run_dir = next(p for p in (home / "runs").iterdir() if (p / "run.json").is_file())
+    state = json.loads((run_dir / "run.json").read_text())
+    untouched = state["results"]["evaluate_untouched"]["stats"]["evaluations"]["workspace"]
+    reference = state["results"]["evaluate_reference"]["stats"]["evaluations"]["workspace"]
+    assert untouched["workspace_pass"] == 0 and reference["workspace_pass"] == 1, (untouched, reference)
+    assert reference["stages"][0]["check"]["passed"] >= inst.provenance["pristine_tests"]
+
+
+def test_a_generated_monitoring_task_is_proven_live_and_runs_as_a_scenario(tmp_path: Path, home: Path) -> None:
+    """A monitoring instance beside go-semver: drawn and proven in a throwaway workspace container (the anomaly shows
+    on the culprit alone, nothing left), then through verify-scenarios like a hand-written devops-monitor-*: the
+    untouched run (no diagnosis) fails, the reference diagnosis passes, 0 leftovers."""
+    from .conftest import run_json
+
+    cache = Cache(tmp_path / "cache")
+    assert [r.error for r in run_projects(("go-semver",), fetch=True, cache=cache)] == [None]
+    [report] = generate(["go-semver"], ["monitoring"], "live-test", 1, tmp_path / "out", cache=cache, work=tmp_path)
+    assert report.error == "" and report.where == "workspace", [(d.what, d.reason) for d in report.draws]
+    [inst] = report.instances
+    assert inst.proof["manifestation"]["ok"] and inst.proof["healthy_marked"] == []
+    assert inst.proof["stopped"] == {"rc": 0, "leftovers": False}
+    spec = tmp_path / "out" / inst.id / "scenario.yaml"
+    scenario = yaml.safe_load(spec.read_text())
+    scenario["environment"]["args"]["upstream_cache"] = str(cache.root)
+    spec.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    rc, result = run_json(home, "verify-scenarios", "--repeats", "1", str(spec.parent), timeout=1200)
+    [row] = result["scenarios"]
+    assert rc == 0 and row["passed"] and row["leftovers"] == [], row
