@@ -40,6 +40,10 @@ EDGE_FACT_EFFECTS: dict[str, dict[str, tuple[str, ...] | None]] = {
 }
 """Per edge fact a model may follow (`source_edge`), what the source's answers become for each value: None keeps the
 model's caller effects, a tuple replaces them (empty: nothing shows at the source or above it)."""
+MODEL_FACTS = frozenset({"unreadable", "calls_per_request", "cpu_demand"})
+"""Topology keys that only the effect models read (measured or read from the code, for deriving instances): the
+deploy publishes the topology without them (env_shop's `env_shop_model_facts`), so agents see the application's
+graph as before, not the generator's model of it."""
 ENTRY_ERROR_SHARE = 0.05
 """The share of the users' requests that must fail for CustomerErrorsHigh (its rule: non-2xx over all > 0.05)."""
 ENTRY_SHARE_NEEDED = 1.5 * ENTRY_ERROR_SHARE

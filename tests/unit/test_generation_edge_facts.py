@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator import paths
 from orchestrator.errors import SpecInvalid
-from orchestrator.generation.effects import UNREADABLE, Topology, derive, load_effect_model
+from orchestrator.generation.effects import MODEL_FACTS, UNREADABLE, Topology, derive, load_effect_model
 from orchestrator.role_topology import load_topology
 
 ERRORS_UP_TO_USERS = [("ServiceErrorRateHigh", "checkout"), ("ServiceErrorRateHigh", "frontend"),
@@ -179,3 +180,16 @@ def test_bad_measured_facts_are_named() -> None:
     problems = Topology({**data, "entities": entities, "edges": edges}).fact_problems("topology.yml")
     assert sorted(p.path.rsplit(".", 1)[1] for p in problems) == ["calls_per_request", "cpu_demand"]
     assert any("cart" in p.message for p in problems)
+
+
+def test_the_published_topology_leaves_the_model_facts_out() -> None:
+    # The generator's model of the app (measured demand, what a caller does with garbage) is not part of the graph an
+    # agent gets: env_shop's deploy drops exactly the keys the effect models read, and the shop declares them.
+    role = paths.ROLES_DIR / "env_shop"
+    assert set(yaml.safe_load((role / "vars" / "main.yml").read_text())["env_shop_model_facts"]) == MODEL_FACTS
+    deploy = (role / "tasks" / "deploy.yml").read_text()
+    assert "from_yaml | ansible.utils.remove_keys(target=env_shop_model_facts)" in deploy
+    declared = yaml.safe_load((role / "files" / "topology.yml").read_text())
+    used = {k for item in [*declared["entities"], *declared["edges"]] for k in item}
+    assert used >= MODEL_FACTS
+
