@@ -194,14 +194,28 @@ def generated_section() -> list[str]:
              "were all caught by its suite, and 16 of these 24 were lost to the machine's load (recorded tests "
              "and suites that \"did not finish in 30 s\"); a run over its limit is now tried again at four times "
              "the limit before it counts as hung, which that draw predates.", "",
-             "Not drawn yet: Java mutations (the Maven projects have build causes only, so Java has neither issue "
-             "nor test-generation tasks), monitoring beside the projects' services, pipelines.", "",
-             "Tests: `tests/unit/test_devops_generate.py` (the mutator on a sample module, exact and reversible "
-             "edits, hiding a test function, the issue writer never naming a test or quoting the mutated code, "
-             "the build causes, the seeded order, the scenario files); `tests/e2e/test_devops_generate_live.py` "
-             "(`make reliability`: go-semver fetched from the proxy, an issue and a build-config instance drawn "
-             "and proven, the same seed drawing the same instance again; 4.5 min on the shared machine at a "
-             "load above 45).", ""]
+             "Third batch (2026-11-28, 06:55-08:05 UTC, the same seed, at `nice -n 19` on the machine at a load "
+             "of 8-37): monitoring over all 14 projects at count 3 (42 of 42 kept, proven live in the workspace "
+             "image; the first two per project the same as the count-2 draw before it), pipelines chained from the "
+             "instances of the earlier batches (Python at count 2, Go at count 3: 24 of 24 kept, as many as the "
+             "build instances allow), test generation on go-toml and go-cmp (count 4) and go-humanize redrawn at "
+             "count 7, and build causes on commons-csv and commons-collections (2 of 2 each, on the host; "
+             "commons-dbutils's pristine suite failed one test on the loaded host and it was skipped). One "
+             "go-toml test-generation instance, a mutant in `internal/toml-test` (test-support code), was removed "
+             "after the run. A test-generation redraw is not the same set when the issue family is not drawn in "
+             "the same run (its screening orders the candidates): go-humanize's redraw kept 7, 2 of them the "
+             "first batch's.", "",
+             "Not drawn yet: Java mutations (the Maven projects have build causes and monitoring only, so Java has "
+             "no issue, test-generation or pipeline task). No project of the catalogue runs services of its own: "
+             "monitoring runs the role's background services beside the project.", "",
+             "Tests: `tests/unit/test_devops_generate_families.py` (monitoring and pipelines with fake provers "
+             "and checks) and `tests/unit/test_devops_generate.py` (the mutator on a sample module, exact and "
+             "reversible edits, hiding a test function, the issue writer never naming a test or quoting the "
+             "mutated code, the build causes, the seeded order, the scenario files); "
+             "`tests/e2e/test_devops_generate_live.py` (`make reliability`: go-semver fetched from the proxy, an "
+             "issue and a build-config instance drawn and proven, the same seed drawing the same instance again; "
+             "4.5 min on the shared machine at a load above 45; and a generated issue and monitoring instance each "
+             "through `verify-scenarios`).", ""]
     data = json.loads(YIELDS.read_text()) if YIELDS.is_file() else {}
     if not data:
         return [*lines, "No yields recorded yet (`--record`)."]
