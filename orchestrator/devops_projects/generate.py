@@ -40,7 +40,8 @@ from orchestrator.devops_projects import buildcfg, issue_text, monitoring, mutat
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects.bench import Bench, Suite
 from orchestrator.devops_projects.fetch import CONTRACT_FILE, Cache, StepFailed
-from orchestrator.devops_projects.run import contract_meta, default_cache, language_meta
+from orchestrator.devops_projects.run import contract_meta, default_cache
+from orchestrator.devops_projects.scenario_parts import BUILD_FAULT_TYPES, environment_of, manifest_command
 from orchestrator.devops_projects.tasks import (
     Checker,
     Draw,
@@ -64,9 +65,6 @@ MAX_HIDDEN = 3
 CLASS = {"issue": "issue-resolving", "testgen": "test-generation", "build": "build-config",
          "monitoring": "monitoring", "pipeline": "pipeline"}
 # The ground truth's fault type of each build cause (the hand-written devops-build-* scenarios' types).
-BUILD_FAULT_TYPES = {"unresolvable-pin": "dependency_unresolvable", "missing-dependency": "missing_dependency",
-                     "conflict-markers": "broken_build_file", "toolchain-target": "toolchain_mismatch",
-                     "build-variable": "wrong_build_env"}
 
 
 class Generator:
@@ -289,43 +287,6 @@ def _literal(data: Any) -> str:
     return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120)
 
 
-def _manifest_command(edits: list[dict[str, Any]], pristine: Path | None) -> str:
-    """A shell command that succeeds when every file the fault edits holds exactly the faulty bytes (sha256), or
-    is absent when the fault deletes it."""
-    import hashlib
-    import shlex
-
-    after: dict[str, str | None] = {}
-    for edit in edits:
-        rel = edit["path"]
-        if edit.get("delete"):
-            after[rel] = None
-        elif "content" in edit:
-            after[rel] = edit["content"]
-        else:
-            if rel not in after:
-                after[rel] = (pristine / rel).read_text(encoding="utf-8") if pristine else ""
-            after[rel] = mutate.apply_edit(after[rel] or "", edit)
-    parts = []
-    for rel, text in sorted(after.items()):
-        if text is None:
-            parts.append(f"test ! -e {shlex.quote(rel)}")
-        else:
-            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            parts.append(f"echo {shlex.quote(f'{digest}  {rel}')} | sha256sum -c --status")
-    return " && ".join(parts)
-
-
-def environment_of(inst: Instance) -> dict[str, Any]:
-    """The workspace with the instance's upstream project alone (env_workspace `upstream`: copied at its pinned
-    version from the cache, checked as its contract says, the pristine test count the evaluation expects)."""
-    # A test-generation task whose reference is a hidden test of the project's own expects more tests than the
-    # workspace's thinned suite, not the pristine one.
-    tests = int(inst.provenance.get("workspace_tests", inst.provenance.get("pristine_tests", 0)))
-    return {"backend": "local", "application": "workspace",
-            "args": {"projects": [], "upstream": [{"id": inst.project, **language_meta(inst.language, tests)}]}}
-
-
 def scenario_docs(inst: Instance, pristine: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(scenario.yaml, ground_truth.yaml) of an instance, in the shape of the hand-written devops-* scenarios (the
     manifestation check compares the edited files' sha256 with the faulty ones: `pristine` is the project's tree)."""
@@ -351,7 +312,7 @@ def scenario_docs(inst: Instance, pristine: Path | None = None) -> tuple[dict[st
                           "args": {**check_args, "command": 'git diff --quiet HEAD && test -z "$(git status '
                                                             '--porcelain)"'}, "timeout": 30}],
             "manifestation": [{"name": "fault-in-place", "role": "check_workspace",
-                               "args": {**check_args, "command": _manifest_command(inst.fault_edits, pristine)},
+                               "args": {**check_args, "command": manifest_command(inst.fault_edits, pristine)},
                                "timeout": 30}]},
         "tasks": [{"id": inst.stage["task"], "kind": kind, "goal": inst.goal}],
         "budget": {"wallClockSeconds": 1800},
@@ -476,13 +437,13 @@ def verify_written(folder: Path, where: str = "host", cache: Cache | None = None
         if stage["kind"] == "write-tests":
             return verify_tests(cache.tree(project), tests, stage["bug"], reference, check, Path(tmp))
         if meta_file["family"] == "pipeline":
-            return _verify_pipeline(project, cache.tree(project), tests, truth["workspace"]["stages"], fault,
+            return verify_pipeline(project, cache.tree(project), tests, truth["workspace"]["stages"], fault,
                                     reference, check, Path(tmp))
         return verify_fix(cache.tree(project), contract_meta(project, tests), tests, fault, reference, check,
                           Path(tmp), visible_must_pass=meta_file["family"] == "issue")
 
 
-def _verify_pipeline(project: cat.Project, pristine: Path, tests: int, stages: list[dict[str, Any]],
+def verify_pipeline(project: cat.Project, pristine: Path, tests: int, stages: list[dict[str, Any]],
                      fault: list[dict[str, Any]], reference: list[dict[str, Any]], check: Checker,
                      work: Path) -> tuple[str, dict[str, Any]]:
     """A written pipeline from its files alone: the fix stages as one (the untouched state fails, the whole

@@ -109,7 +109,7 @@ def reference_of(build: Source, second: Source) -> list[dict[str, Any]]:
 def docs(build: Source, second: Source, iid: str, pristine: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(scenario.yaml, ground_truth.yaml) of a pipeline, in the shape of the hand-written devops-pipeline-*."""
     from orchestrator.complexity import complexity_level, complexity_value
-    from orchestrator.devops_projects.generate import BUILD_FAULT_TYPES, _manifest_command, environment_of
+    from orchestrator.devops_projects.scenario_parts import BUILD_FAULT_TYPES, environment_of, manifest_command
 
     project, lang = build.project, build.language
     fault = [*build.fault, *second.fault]
@@ -136,7 +136,7 @@ def docs(build: Source, second: Source, iid: str, pristine: Path | None) -> tupl
                           "args": {"project": project, "command": 'git diff --quiet HEAD && test -z "$(git status '
                                                                   '--porcelain)"'}, "timeout": 30}],
             "manifestation": [{"name": "faults-in-place", "role": "check_workspace",
-                               "args": {"project": project, "command": _manifest_command(fault, pristine)},
+                               "args": {"project": project, "command": manifest_command(fault, pristine)},
                                "timeout": 30}]},
         "tasks": [{"id": "fix-build", "kind": "fix", "goal": build.goal},
                   {"id": stage2["task"], "kind": stage2["kind"],

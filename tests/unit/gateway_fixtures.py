@@ -23,6 +23,7 @@ import yaml
 from orchestrator import paths
 from orchestrator.gateway import FakeControl, Gateway, GatewayOptions, load_context
 from orchestrator.gateway.rest import create_app
+from orchestrator.generation.effects import MODEL_FACTS
 from orchestrator.schemacheck import load_schema
 
 TOKEN = "tok3nS3cretValue0123456789abcdef"
@@ -139,6 +140,9 @@ class FakeObservability:
 def shop_topology() -> dict[str, Any]:
     """The shop's real topology plus entities of the machinery that the gateway must hide."""
     topology: dict[str, Any] = yaml.safe_load((paths.ROLES_DIR / "env_shop" / "files" / "topology.yml").read_text())
+    # As the deploy publishes it: without the keys only the generator's effect models read.
+    topology = {key: [{k: v for k, v in item.items() if k not in MODEL_FACTS} for item in items]
+                if key in ("entities", "edges") else items for key, items in topology.items()}
     topology["entities"] += [{"id": "prometheus", "kind": "service"}, {"id": "alertmanager", "kind": "service"},
                              {"id": "redis-exporter", "kind": "service"}]
     topology["edges"] += [{"source": "prometheus", "target": "redis-exporter", "type": "calls"},

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, run, tasks, testgen
+from orchestrator.devops_projects import buildcfg, generate, issue_text, mutate, run, scenario_parts, tasks, testgen
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.errors import OpsBenchError
 from orchestrator.spec import load_scenario
@@ -213,7 +213,7 @@ def test_an_instance_is_written_as_a_scenario_in_the_hand_written_shape(tmp_path
     assert scenario["reference"][0]["role"] == "solve_workspace_edit"
     assert truth["workspace"]["stages"] == [{"task": "resolve-issue", "kind": "fix", "project": "python-idna"}]
     assert truth["entities"][0]["faultType"] == "wrong_computation"
-    assert set(generate.BUILD_FAULT_TYPES) == set(buildcfg.CAUSES)
+    assert set(scenario_parts.BUILD_FAULT_TYPES) == set(buildcfg.CAUSES)
     manifest = scenario["checks"]["manifestation"][0]["args"]["command"]
     digest = hashlib.sha256(mutate.apply_edit(SAMPLE, edit).encode()).hexdigest()
     assert manifest == f"echo '{digest}  pkg/sample.py' | sha256sum -c --status"
@@ -345,7 +345,7 @@ def test_test_generation_from_a_hidden_test_of_the_project(tmp_path: Path) -> No
                           "bug": inst.fault_edits}
     assert inst.proof["buggy"]["failed"] == 1 and inst.proof["fixed"] == {"rc": 0, "passed": 2, "failed": 0}
     assert "test_clamp_mid" not in inst.goal and "value > low" not in inst.goal
-    assert generate.environment_of(inst)["args"]["upstream"][0]["tests"] == 1
+    assert scenario_parts.environment_of(inst)["args"]["upstream"][0]["tests"] == 1
     # the same mutant is never drawn twice, whichever family kept it
     again = tasks.Report("python-idna", "testgen", "s")
     testgen.from_hidden_tests(host, again, 1, 5)  # type: ignore[arg-type]

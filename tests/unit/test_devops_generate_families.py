@@ -270,11 +270,11 @@ def test_a_written_pipeline_is_proven_again_from_its_files(sources: Path) -> Non
     fault, reference = [*build.fault, *testgen.fault], pipeline.reference_of(build, testgen)
     stages = [{"task": "fix-build", "kind": "fix", "project": proj.id}, pipeline.second_task(testgen)]
     pristine = sources / "pristine"
-    why, proof = generate._verify_pipeline(proj, pristine, 1, stages, fault, reference, fake_check,  # type: ignore
+    why, proof = generate.verify_pipeline(proj, pristine, 1, stages, fault, reference, fake_check,  # type: ignore
                                            sources / "v1")
     assert why == "" and proof["write-test"]["buggy"]["failed"] == 1, proof
     # A reference test that passes on the bug too proves nothing.
     weak = [*build.reference, {"path": "tests/test_new.py", "content": "def test_nothing():\n    assert True\n"}]
-    why, _ = generate._verify_pipeline(proj, pristine, 1, stages, fault, weak, fake_check,  # type: ignore
+    why, _ = generate.verify_pipeline(proj, pristine, 1, stages, fault, weak, fake_check,  # type: ignore
                                        sources / "v2")
     assert why.startswith("stage write-test: the reference test does not fail on the mutant")
