@@ -147,7 +147,6 @@ def test_a_4xx_on_enough_of_the_users_requests_raises_the_users_alert() -> None:
 @pytest.mark.parametrize(("target", "cpus", "first"), [
     ("cart", 0.01, ("ServiceLatencyHigh", "frontend")),  # verified live: 1.7 x cart's demand
     ("recommendation", 0.01, ("ServiceLatencyHigh", "frontend")),  # verified: 1.6 x
-    ("shipping", 0.02, ("ServiceLatencyHigh", "checkout")),  # verified: 9.5 x, but checkout calls it twice a request
     ("currency", 0.02, ("ServiceLatencyHigh", "frontend")),  # the fixed scenario and 0.015, verified
     ("currency", 0.015, ("ServiceLatencyHigh", "frontend")),
 ])
@@ -158,17 +157,19 @@ def test_verified_throttles_derive_what_they_did_before(target: str, cpus: float
     assert throttled(target, cpus)[0] == first
 
 
-@pytest.mark.parametrize(("target", "cpus"), [("cart", 0.015), ("cart", 0.02), ("checkout", 0.015)])
-def test_a_quota_that_does_not_bind_for_a_sparse_caller_derives_no_alert(target: str, cpus: float) -> None:
-    # cart at 0.015 (2.6 x its demand) did not fire at the frontend, which calls cart on 0.23 of its requests
+@pytest.mark.parametrize(("target", "cpus"), [("cart", 0.015), ("cart", 0.02), ("checkout", 0.015),
+                                              ("shipping", 0.01), ("shipping", 0.02)])
+def test_a_quota_that_does_not_bind_derives_no_alert(target: str, cpus: float) -> None:
+    # cart at 0.015 (2.6 x its demand) did not fire at the frontend; shipping at 0.01 (4.8 x) did not fire at checkout
+    # and 0.02 (9.5 x) did once: a loose quota is a coin flip at the alert, whoever calls the service
     assert throttled(target, cpus) == []
 
 
-def test_a_dense_caller_sees_a_loose_quota() -> None:
+def test_how_densely_the_caller_calls_does_not_make_a_loose_quota_show() -> None:
     topo = shop()
+    topo.calls[("frontend", "cart")] = 2.0
     assert throttled("cart", 0.015, topo) == []
-    topo.calls[("frontend", "cart")] = 0.5
-    assert throttled("cart", 0.015, topo)[0] == ("ServiceLatencyHigh", "frontend")
+    assert throttled("cart", 0.01, topo)[0] == ("ServiceLatencyHigh", "frontend")  # below the margin: it binds
 
 
 def test_bad_measured_facts_are_named() -> None:
