@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.devops_projects import mutate
 from orchestrator.devops_projects.catalogue import Project
-from orchestrator.devops_projects.fetch import CONTRACT_FILE, FETCHED, Cache, StepFailed, run_limited
+from orchestrator.devops_projects.fetch import CONTRACT_FILE, FETCHED, Cache, StepFailed, private_home, run_limited
 from orchestrator.devops_projects.issue_text import Failure
 
 SKIP_DIRS = {"tests", "test", "testdata", "docs", "doc", "_example", "examples", "example", "cmd", "tools",
@@ -84,8 +84,7 @@ class Bench:
         return suite
 
     def env(self) -> dict[str, str | None]:
-        home = self.root.parent / "home"
-        home.mkdir(parents=True, exist_ok=True)
+        home = private_home(self.root.parent / "home")
         base: dict[str, str | None] = {"HOME": str(home), "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
                                        "PYTHONDONTWRITEBYTECODE": "1", "GOPROXY": "off", "GOFLAGS": "-mod=readonly",
                                        "GOTOOLCHAIN": "local", "GOPATH": str(home / "go"),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator import paths
 from orchestrator.devops_projects.catalogue import Project
-from orchestrator.devops_projects.fetch import CONTRACT_FILE, Cache, StepFailed, run_limited
+from orchestrator.devops_projects.fetch import CONTRACT_FILE, Cache, StepFailed, private_home, run_limited
 from orchestrator.evaluation.workspace import count_report
 
 REPORT_KIND = {"go": "gotest", "java": "surefire", "python": "junit"}
@@ -70,9 +70,8 @@ def _host_env(scratch: Path) -> dict[str, str | None]:
     """A private HOME (Maven's and pip's own files) and nothing that reaches a registry (GOPROXY off; pip and Maven
     are offline by the contract). Go's build cache is the caller's own (GOCACHE, else under XDG_CACHE_HOME, which
     the Makefile points into .opsbench): a cold one rebuilds the standard library for tests first (about 2
-    minutes here), which is no project's build time."""
-    home = scratch.parent / "home"
-    home.mkdir(exist_ok=True)
+    minutes here), which is no project's build time. Go's telemetry is off in that HOME."""
+    home = private_home(scratch.parent / "home")
     gocache = os.environ.get("GOCACHE") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
                                                / "go-build")
     return {"HOME": str(home), "GOCACHE": gocache, "GOPATH": str(home / "go"), "GOPROXY": "off",

@@ -77,6 +77,16 @@ class Cache:
 
 # -- running the clients -------------------------------------------------------------------------------------------
 
+def private_home(home: Path) -> Path:
+    """A private HOME for a project's toolchains, created with Go's telemetry off: left on (the default, "local"),
+    `go` leaves a detached child writing under $HOME/.config after it exits, which races the removal of a scratch
+    directory holding that HOME."""
+    telemetry = home / ".config" / "go" / "telemetry"
+    telemetry.mkdir(parents=True, exist_ok=True)
+    (telemetry / "mode").write_text("off\n")
+    return home
+
+
 def run_limited(argv: list[str], *, cwd: Path, timeout: float, env: Mapping[str, str | None] | None = None,
                 project: str, step: str) -> subprocess.CompletedProcess[str]:
     """`argv` at the lowest CPU and I/O priority, killed with everything it started after `timeout` seconds (a

@@ -15,7 +15,9 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from orchestrator.cli import main as opsbench_main
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects import docs, fetch, run
 from orchestrator.devops_projects.check import check_on_host
-from orchestrator.devops_projects.fetch import Cache, StepFailed, fetch_project, go_h1, zip_bytes
+from orchestrator.devops_projects.fetch import Cache, StepFailed, fetch_project, go_h1, private_home, zip_bytes
 from orchestrator.errors import OpsBenchError, SpecInvalid
 
 TINY = "example.com/tiny"
@@ -444,3 +446,15 @@ def test_low_priority_is_applied_to_every_client_command(tmp_path: Path) -> None
     proc = fetch.run_limited(["sh", "-c", "cat /proc/self/stat"], cwd=tmp_path, timeout=10, project="p", step="s")
     nice = int(proc.stdout.rsplit(")", 1)[1].split()[16])
     assert nice == 19 or os.nice(0) == 19
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the go toolchain (make setup installs it)")
+def test_go_in_a_private_home_leaves_no_telemetry_writer_behind(tmp_path: Path) -> None:
+    """Go's default telemetry spawns a child that writes under $HOME after `go` exits; a scratch directory
+    removed at that moment failed with 'Directory not empty' (CI, 2026-11-28). The private HOME turns it off."""
+    home = private_home(tmp_path / "home")
+    env = {**os.environ, "HOME": str(home), "GOPATH": str(home / "go")}
+    subprocess.run(["go", "version"], env=env, check=True, capture_output=True)
+    time.sleep(1.5)  # the child, when there is one, writes its counters within a second
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+    assert written == [".config/go/telemetry/mode"]
