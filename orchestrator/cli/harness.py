@@ -157,16 +157,24 @@ def _replay_campaign(scenarios: tuple[str, ...], campaign_file: Path | None, cor
                    "repeats. See docs/cuj.md.")
 @click.option("--devops", "devops_mode", is_flag=True,
               help="Measure the DevOps tasks instead: a workspace's start (--trials times) and one trial with the "
-                   "baseline agent of every DevOps scenario (or SCENARIOS): per family pass@1 and trial time. See "
+                   "baseline agent of every DevOps scenario (or SCENARIOS: ids, scenario folders, or folders of "
+                   "generated tasks): pass@1 and trial time per family, language and family x language. See "
                    "docs/devops.md.")
+@click.option("--family", "families", multiple=True, metavar="CLASS",
+              help="With --devops: only the scenarios of this class (repeatable; e.g. the families a scripted "
+                   "baseline is meant for: build-config, monitoring, pipeline).")
+@click.option("--per-cell", type=click.IntRange(1, 1000), default=None, metavar="N",
+              help="With --devops: a stratified sample, at most N scenarios per class x language, drawn by --seed.")
+@click.option("--seed", default="opsbench-bench-1", show_default=True,
+              help="With --devops --per-cell: the sample's seed (the same seed and pool draw the same scenarios).")
 @click.option("--generate", "generate_mode", is_flag=True,
               help="Measure generated incidents instead: drawing, then proving and recording --trials instances per "
                    "level with `corpus build` (SCENARIOS are templates; default four). See docs/generation.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, agent_startup: int | None,
-          replay_mode: bool, cuj_mode: bool, devops_mode: bool, generate_mode: bool, as_json: bool,
-          quiet: bool) -> None:
+          replay_mode: bool, cuj_mode: bool, devops_mode: bool, families: tuple[str, ...], per_cell: int | None,
+          seed: str, generate_mode: bool, as_json: bool, quiet: bool) -> None:
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
     Default scenarios: loopweb-web-down and shop-cart-down. With --replay, SCENARIOS are snapshots and each level
@@ -180,10 +188,12 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
         else:
             click.echo(bench_sandbox.render(startup))
         return
+    if (families or per_cell is not None) and not devops_mode:
+        raise click.UsageError("--family and --per-cell go with --devops")
     if devops_mode:
         from orchestrator.harness import bench_devops
 
-        report_devops = bench_devops.bench_devops(trials, progress(quiet), scenarios)
+        report_devops = bench_devops.bench_devops(trials, progress(quiet), scenarios, families, per_cell, seed)
         if as_json:
             emit_json(report_devops)
         else:
