@@ -3,7 +3,9 @@
 A `Bench` holds one scratch copy of a fetched project, built once, and runs its tests with a mutation applied,
 reporting which test functions fail and what they printed. Python tests import the scratch tree directly
 (PYTHONPATH before the installed copy, no bytecode written), so a mutant needs no reinstall; Go reuses the host's
-build cache, so only the mutated package is recompiled. Every run is time-limited and killed with all it started.
+build cache, so only the mutated package is recompiled; Java runs the contract's offline `mvn test` (the compiler
+plugin recompiles what changed) and reads Surefire's XML reports. Every run is time-limited and killed with all it
+started.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Bench:
         self.root = work / project.id
         self.baseline_s = 0.0
         self._gomutate: Path | None = None
+        self._javamutate = ""
+        self._mutations: list[mutate.Mutation] | None = None
 
     # -- set-up ------------------------------------------------------------------------------------------------
 
@@ -63,7 +67,9 @@ class Bench:
             shutil.rmtree(self.root)
         self.root.parent.mkdir(parents=True, exist_ok=True)
         _copy_tree(self.cache.tree(self.project), self.root)
-        if self.project.language == "python":
+        if self.project.language in ("python", "java"):
+            if self.project.language == "java":
+                self._javamutate = mutate.javamutate_classpath(self.cache.root)
             proc = run_limited(["make", "-s", "-f", CONTRACT_FILE, "build", f"DEPS={self.cache.deps}"],
                                cwd=self.root, timeout=self.project.limits.build_s, env=self.env(),
                                project=self.project.id, step="build")
@@ -93,6 +99,12 @@ class Bench:
         return base
 
     @property
+    def javamutate(self) -> str:
+        if not self._javamutate:
+            self._javamutate = mutate.javamutate_classpath(self.cache.root)
+        return self._javamutate
+
+    @property
     def gomutate(self) -> Path:
         if self._gomutate is None:
             self._gomutate = mutate.gomutate_binary(self.cache.root)
@@ -103,6 +115,9 @@ class Bench:
     def sources(self) -> list[str]:
         """The project's own non-test source files (relative paths, sorted)."""
         out: list[str] = []
+        if self.project.language == "java":  # the Maven layout: main code under src/main/java, nothing else
+            return sorted(str(p.relative_to(self.root)) for p in (self.root / "src" / "main" / "java").rglob("*.java")
+                          if p.name not in ("package-info.java", "module-info.java"))
         suffix = {"python": ".py", "go": ".go"}[self.project.language]
         for path in sorted(self.root.rglob(f"*{suffix}")):
             rel = path.relative_to(self.root)
@@ -122,13 +137,18 @@ class Bench:
         return out
 
     def mutations(self) -> list[mutate.Mutation]:
-        files = self.sources()
-        if self.project.language == "go":
-            return mutate.go_mutations(self.gomutate, self.root.resolve(), files)
-        found: list[mutate.Mutation] = []
-        for rel in files:
-            found += mutate.python_mutations((self.root / rel).read_text(encoding="utf-8"), rel)
-        return found
+        """Every candidate mutation of the project's sources (listed once per bench: the tree is pristine between
+        runs)."""
+        if self._mutations is None:
+            files = self.sources()
+            if self.project.language == "go":
+                self._mutations = mutate.go_mutations(self.gomutate, self.root.resolve(), files)
+            elif self.project.language == "java":
+                self._mutations = mutate.java_mutations(self.javamutate, self.root.resolve(), files)
+            else:
+                self._mutations = [m for rel in files
+                                   for m in mutate.python_mutations((self.root / rel).read_text(encoding="utf-8"), rel)]
+        return list(self._mutations)
 
     @contextmanager
     def applied(self, edits: list[dict[str, str]]) -> Iterator[None]:
@@ -160,7 +180,7 @@ class Bench:
         for attempt in (limit, limit * self.RETRY_FACTOR):
             try:
                 suite = (self._run_python(attempt, only) if self.project.language == "python"
-                         else self._run_go(attempt))
+                         else self._run_java(attempt) if self.project.language == "java" else self._run_go(attempt))
                 break
             except StepFailed as exc:
                 suite = Suite(broken=f"the tests did not finish in {attempt:.0f} s" if "time limit" in str(exc)
@@ -210,6 +230,55 @@ class Bench:
                     return base + rel, ".".join(parts[cut:])
         return "", ""
 
+    def _run_java(self, limit: float) -> Suite:
+        """The contract's `make check` (offline `mvn test`), its Surefire reports read: a failing test method's key
+        is `src/test/java/<class file>::<Class[.Nested]>.<method>`, its detail the statement of the test that
+        failed (from the stack trace's frame in the test file) and the exception with its trace."""
+        reports = self.root / "target" / "surefire-reports"
+        if reports.exists():
+            shutil.rmtree(reports)  # a mutant that does not compile must not be read from the last run's reports
+        proc = run_limited(["make", "-s", "-f", CONTRACT_FILE, "check", f"DEPS={self.cache.deps}"], cwd=self.root,
+                           timeout=limit, env=self.env(), project=self.project.id, step="screen")
+        files = sorted(reports.glob("TEST-*.xml")) if reports.is_dir() else []
+        if not files:
+            tail = "\n".join(line for line in proc.stdout.splitlines() if "ERROR" in line)[-400:] or \
+                proc.stdout.strip()[-400:]
+            what = "the build fails (does not compile)" if "COMPILATION ERROR" in proc.stdout or \
+                "compil" in proc.stdout.lower() else "the tests do not run (no Surefire report)"
+            return Suite(broken=f"{what}, exit {proc.returncode}: {tail}")
+        suite = Suite()
+        for file in files:
+            try:
+                root = ET.parse(file).getroot()
+            except ET.ParseError as exc:
+                suite.broken = f"a Surefire report does not parse ({file.name}: {exc})"
+                continue
+            for case in root.iter("testcase"):
+                bad = case.find("failure")
+                if bad is None:
+                    bad = case.find("error")
+                if bad is None:
+                    if case.find("skipped") is None:
+                        suite.passed += 1
+                    continue
+                classname, name = case.get("classname", ""), case.get("name", "")
+                method = re.split(r"[(\[{ ]", name, maxsplit=1)[0]
+                outer = classname.split("$", 1)[0]
+                rel = f"src/test/java/{outer.replace('.', '/')}.java"
+                if not method or not (self.root / rel).is_file():
+                    suite.broken = f"a failing test is not a method of a test file ({classname} {name})"
+                    continue
+                nested = classname.rsplit(".", 1)[-1].replace("$", ".")
+                key = f"{rel}::{nested}.{method}"
+                if key in suite.failed:
+                    continue
+                trace = bad.text or f"{bad.get('type', '')}: {bad.get('message', '')}"
+                suite.failed[key] = Failure(test=method, file=rel,
+                                            detail=_java_statement(self.root / rel, outer, trace) + trace)
+        if proc.returncode != 0 and not suite.failed and not suite.broken:
+            suite.broken = f"`make check` exited {proc.returncode} with no failing test: {proc.stdout.strip()[-400:]}"
+        return suite
+
     def _run_go(self, limit: float) -> Suite:
         proc = run_limited(["go", "test", "-count=1", "-json", "./..."], cwd=self.root, timeout=limit,
                            env=self.env(), project=self.project.id, step="screen")
@@ -253,6 +322,16 @@ class Bench:
 
     def hide_edits(self, failed: dict[str, Failure]) -> list[dict[str, str]]:
         """Edits that remove the failing test functions from the project's tests."""
+        if self.project.language == "java":
+            by_class_file: dict[str, list[str]] = {}
+            for key in failed:
+                file, qual = key.split("::", 1)
+                cls, method = qual.rsplit(".", 1)
+                by_class_file.setdefault(file, []).append(f"{cls}#{method}")
+            java_edits: list[dict[str, str]] = []
+            for file, targets in sorted(by_class_file.items()):
+                java_edits += mutate.java_hide_tests(self.javamutate, self.root.resolve(), file, sorted(targets))
+            return java_edits
         if self.project.language == "go":
             by_dir: dict[str, list[str]] = {}
             for key, failure in failed.items():
@@ -278,3 +357,19 @@ class Bench:
 def _go_module(root: Path) -> str:
     match = re.search(r"^module\s+(\S+)", (root / "go.mod").read_text(), re.M)
     return match.group(1) if match else ""
+
+
+def _java_statement(test_file: Path, outer: str, trace: str) -> str:
+    """The statement of the test that failed, as `> line` lines (what pytest shows with `>`): the first frame of the
+    stack trace in the test class's file, read up to the statement's `;` (at most five lines); '' when none."""
+    frame = re.search(rf"at {re.escape(outer)}(?:\$[\w$]+)?\.[\w$<>]+\({re.escape(test_file.name)}:(\d+)\)", trace)
+    if not frame:
+        return ""
+    lines = test_file.read_text(encoding="utf-8", errors="replace").split("\n")
+    first = int(frame.group(1)) - 1
+    out: list[str] = []
+    for line in lines[first:first + 5]:
+        out.append(line.strip())
+        if line.rstrip().endswith((";", "{", "}")):
+            break
+    return "".join(f"> {line}\n" for line in out if line)

@@ -9,7 +9,9 @@ shuffles the project's candidates, listed in a fixed order):
   fresh copy), and the issue text is written from what they observed (issue_text.py), never naming them or the
   mutation.
 * ``testgen`` (test-generation): a mutation no existing test catches, with a hidden test that does (a differential
-  test recorded from the original's behaviour, testgen.py); the reference solution adds that test.
+  test recorded from the original's behaviour, or the project's own tests hidden, testgen.py); the reference
+  solution adds that test. Hidden-test mutants come from a fixed share of the candidates (`testgen.testgen_share`)
+  the issue family never draws, so each family's draw is the same whether or not the other ran.
 * ``build`` (build-config): one of the build-cause families applied to the project's real build file
   (buildcfg.py).
 * ``monitoring``: a process anomaly of the hand-written devops-monitor-* scenarios beside the project, proven live
@@ -150,13 +152,13 @@ class Generator:
     # -- issue-resolving -------------------------------------------------------------------------------------------
 
     def _issues(self, report: Report, count: int, max_draws: int) -> None:
-        candidates = self.bench.mutations()
+        # The mutants test generation draws its hidden tests from are not the issue family's (a fixed split by seed:
+        # neither family's draw depends on the other having run).
+        candidates = [m for m in self.bench.mutations() if not testgen.testgen_share(self.seed, self.project.id, m)]
         report.candidates = len(candidates)
         for m in draw_order(candidates, self.seed, self.project.id, "issue"):
             if len(report.instances) >= count or len(report.draws) >= max_draws:
                 break
-            if m.key in self.kept:
-                continue
             draw = Draw("issue", self.project.id, m.describe())
             report.draws.append(draw)
             t0 = time.monotonic()
@@ -164,6 +166,9 @@ class Generator:
             edit = mutate.mutation_edit(text, m)
             if self.project.language == "python" and not mutate.python_compiles(mutate.apply_edit(text, edit)):
                 draw.reason = "does not compile"
+                continue
+            if m.key in self.kept:  # never once the split holds (test generation keeps its share or survivors only)
+                draw.reason = "kept by another family"
                 continue
             suite = self.screen(m, edit)
             draw.screen_s = round(time.monotonic() - t0, 2)

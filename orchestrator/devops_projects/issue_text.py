@@ -1,6 +1,7 @@
 """The issue a user would file for a bug the hidden tests catch: written from what the failing tests observed (the
-failing statement, the values pytest's assertion rewriting shows, the message a Go test prints), never naming a
-test, a test file or the mutated code. `leaks` checks the finished text against everything it must not contain.
+failing statement, the values pytest's assertion rewriting shows, the message a Go test prints, a JUnit test's
+failing statement with its assertion message or exception and the library's frames), never naming a test, a test
+file or the mutated code. `leaks` checks the finished text against everything it must not contain.
 """
 
 from __future__ import annotations
@@ -73,9 +74,56 @@ def _go_lines(detail: str) -> list[str]:
     return out
 
 
+JAVA_FRAME = re.compile(r"^\s*at ([\w$.<>]+)\.([\w$<>]+)\(([^)]*)\)")
+JAVA_MACHINERY = ("java.", "javax.", "jdk.", "sun.", "org.junit.", "junit.", "org.opentest4j.", "org.apache.maven.",
+                  "org.hamcrest.", "org.assertj.", "org.mockito.")
+JAVA_ASSERTIONS = ("AssertionFailedError", "AssertionError", "ComparisonFailure", "MultipleFailuresError",
+                   "AssertionFailure")
+
+
+def _java_lines(detail: str) -> list[str]:
+    """What a failing JUnit test showed: the test's failing statement (`> ` lines the bench read from the test
+    file), the assertion's message (or the exception's simple name and message) and, for an exception the library
+    threw, its frames in the library (class and method only) before the test's own frame."""
+    statement = [raw[2:].strip() for raw in detail.splitlines() if raw.startswith("> ")]
+    trace = [raw for raw in detail.splitlines() if not raw.startswith("> ")]
+    message: list[str] = []
+    frames: list[str] = []
+    seen_frame = False
+    for raw in trace:
+        s = raw.strip()
+        if not s:
+            continue
+        frame = JAVA_FRAME.match(raw)
+        if frame:
+            seen_frame = True
+            owner, method = frame.group(1), frame.group(2)
+            if owner.startswith(JAVA_MACHINERY) or owner.endswith("Test") or "Test$" in owner \
+                    or TEST_NAMES.search(owner.rsplit(".", 1)[-1]):
+                if not owner.startswith(JAVA_MACHINERY):
+                    break  # the test's own frame: what follows is the test framework
+                continue
+            frames.append(f"at {owner.rsplit('.', 1)[-1].replace('$', '.')}.{method}(...)")
+            continue
+        if seen_frame:
+            if s.startswith(("Caused by:", "Suppressed:")):
+                break
+            continue
+        if not message:
+            head, _, rest = s.partition(": ")
+            name = head.rsplit(".", 1)[-1]
+            if re.fullmatch(r"[\w.$]+", head) and rest:
+                s = rest if name in JAVA_ASSERTIONS else f"{name}: {rest}"
+            elif re.fullmatch(r"[\w.$]+", head):
+                s = f"{name} (no message)" if name not in JAVA_ASSERTIONS else ""
+        if s:
+            message.append(s)
+    return statement + message[:4] + frames[:4]
+
+
 def called_names(lines: list[str]) -> list[str]:
     """Names called in the observed lines, most specific first (a title for the issue)."""
-    names = re.findall(r"\b([A-Za-z_][\w.]*)\(", "\n".join(lines))
+    names = re.findall(r"(?<!new )\b([A-Za-z_][\w.]*)\(", "\n".join(lines))  # a Java constructor names no call
     skip = {"assert", "len", "list", "tuple", "set", "dict", "str", "int", "float", "repr", "isinstance", "type",
             "sorted", "print", "panic", "Errorf", "Fatalf", "Error", "Fatal", "Sprintf", "raises", "approx"}
     seen: list[str] = []
@@ -95,6 +143,8 @@ def write_issue(project: str, language: str, package: str, failures: list[Failur
         if language == "python":
             statement, explanation = _python_lines(failure.detail)
             lines = [_clean(s) for s in statement] + [_clean(e) for e in explanation]
+        elif language == "java":
+            lines = [_clean(s) for s in _java_lines(failure.detail)]
         else:
             lines = [_clean(s) for s in _go_lines(failure.detail)]
         lines = [TEST_NAMES.sub("...", line) for line in lines if line][:MAX_LINES]

@@ -1,7 +1,10 @@
 """Mutations of a project's own code: an operator swapped, a boundary moved by one, a branch removed, two arguments
-swapped. Python is read with the `ast` module; Go with go/ast through a small Go program (`gomutate/`, built once
-into the cache). A mutation is an exact edit ``{path, old, new}`` (the shape `fault_workspace_edit` and
-`evaluate_workspace` apply), `old` grown line by line until it occurs once in its file.
+swapped (and for Java also a negated condition, a removed statement, swapped operands). Python is read with the `ast`
+module; Go with go/ast through a small Go program (`gomutate/`, built once into the cache); Java with JavaParser
+through a small Java program (`javamutate/`, compiled once into the cache against JavaParser's jar, fetched from
+Maven Central by `mvn dependency:get` and checked against its pinned sha256; every Java mutant it lists parses). A
+mutation is an exact edit ``{path, old, new}`` (the shape `fault_workspace_edit` and `evaluate_workspace` apply),
+`old` grown line by line until it occurs once in its file.
 
 Candidates are listed in a fixed order (file, line, column, kind, replacement), so a seed draws the same ones on any
 machine. Whether a mutant compiles, and which tests it fails, is for the generator to find out by running them.
@@ -20,7 +23,16 @@ from pathlib import Path
 from orchestrator.errors import OpsBenchError
 
 GOMUTATE_DIR = Path(__file__).resolve().parent / "gomutate"
-KINDS = ("operator", "boundary", "branch", "arguments")
+JAVAMUTATE_DIR = Path(__file__).resolve().parent / "javamutate"
+JAVAPARSER = ("com.github.javaparser", "javaparser-core", "3.28.2",
+              "b5499a3b1c40b16c0671fabe478c9aafeab38160c6fde74a6c13f42d86716ecd")
+"""JavaParser (Apache-2.0 / LGPL-3.0) on Maven Central: group, artifact, version, the jar's sha256."""
+KINDS = ("operator", "boundary", "branch", "arguments", "condition", "statement", "operands")
+"""operator: an operator swapped (`<` -> `<=`, `+` -> `-`, `&&` -> `||`, `++` -> `--`, `!` dropped, a returned
+boolean flipped); boundary: an integer compared against moved by one; branch: an if without else emptied;
+arguments: a call's first two arguments swapped; condition (Java): an if/while/?: condition negated; statement
+(Java): a call, ++/-- or compound assignment statement removed; operands (Java): the operands of `<`, `-`, `/` ...
+swapped."""
 
 
 @dataclass(frozen=True)
@@ -225,8 +237,8 @@ def python_compiles(text: str) -> bool:
 
 def mutation_edit(text: str, m: Mutation) -> dict[str, str]:
     """The exact edit that makes the mutant of `text` (the file at m.path)."""
-    lines = text.splitlines(keepends=True)
-    start = sum(len(line) for line in lines[:m.line - 1]) + m.column
+    lines = text.split("\n")  # line numbers count "\n" only (splitlines would split at form feeds too)
+    start = sum(len(line) + 1 for line in lines[:m.line - 1]) + m.column
     if text[start:start + len(m.before)] != m.before:
         raise OpsBenchError(f"{m.path}:{m.line}: the mutation's text is not where it was listed")
     return unique_edit(text, start, start + len(m.before), m.after, m.path)
@@ -317,3 +329,90 @@ def python_remove_function(text: str, path: str, qualname: str) -> dict[str, str
         text[start:lines.offset(first, func.decorator_list[0].col_offset - 1)]
     replacement = f"{indent}pass\n" if len(body) == 1 else ""
     return unique_edit(text, start, end, replacement, path)
+
+
+# -- Java ----------------------------------------------------------------------------------------------------------
+
+def javaparser_jar(cache_root: Path) -> Path:
+    """JavaParser's jar in the cache's tool repository (`tools/m2`, apart from the projects' offline repository):
+    fetched once from Maven Central by Maven's own client, then checked against the pinned sha256 every time."""
+    import hashlib
+
+    group, artifact, version, digest = JAVAPARSER
+    repo = cache_root.resolve() / "tools" / "m2"
+    jar = repo.joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.jar")
+    if not jar.is_file():
+        repo.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["mvn", "-B", "-q", f"-Dmaven.repo.local={repo}", "dependency:get",
+                               "-Dtransitive=false", f"-Dartifact={group}:{artifact}:{version}"],
+                              cwd=repo, capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode != 0 or not jar.is_file():
+            raise OpsBenchError(f"cannot fetch {group}:{artifact}:{version} from Maven Central for the Java "
+                                f"mutation helper: {(proc.stdout + proc.stderr).strip()[-600:]}")
+    found = hashlib.sha256(jar.read_bytes()).hexdigest()
+    if found != digest:
+        raise OpsBenchError(f"{jar}: checksum mismatch for the Java mutation helper's parser: sha256 {found}, "
+                            f"pinned {digest}")
+    return jar
+
+
+def javamutate_classpath(cache_root: Path) -> str:
+    """The helper compiled with the host's javac into the cache (again when its source is newer), as a classpath."""
+    jar = javaparser_jar(cache_root)
+    out = cache_root.resolve() / "bin" / "javamutate"
+    source = JAVAMUTATE_DIR / "JavaMutate.java"
+    stamp = out / "JavaMutate.class"
+    if not stamp.is_file() or stamp.stat().st_mtime < source.stat().st_mtime:
+        out.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", str(jar), "-d", str(out),
+                               str(source)], capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode != 0:
+            raise OpsBenchError(f"cannot build the Java mutation helper ({source}): {proc.stderr.strip()[-800:]}")
+    return f"{jar}{os.pathsep}{out}"
+
+
+def _javamutate(classpath: str, args: list[str]) -> object:
+    proc = subprocess.run(["java", "-XX:TieredStopAtLevel=1", "-cp", classpath, "JavaMutate", *args],
+                          capture_output=True, text=True, check=False, timeout=900)
+    if proc.returncode != 0:
+        raise OpsBenchError(f"JavaMutate {args[0]} failed: {proc.stderr.strip()[-800:]}")
+    return json.loads(proc.stdout or "null")
+
+
+def java_mutations(classpath: str, root: Path, rels: list[str]) -> list[Mutation]:
+    """Every candidate mutation of the Java files `rels` (relative to `root`), in a fixed order; each mutant parses
+    (the helper re-parses it) and its text is where it says (checked again here)."""
+    if not rels:
+        return []
+    raw = _javamutate(classpath, ["list", *[str(root / r) for r in rels]])
+    out: dict[tuple[str, int, int, str, str], Mutation] = {}
+    texts: dict[str, str] = {}
+    for item in raw if isinstance(raw, list) else []:
+        rel = str(Path(item["file"]).relative_to(root))
+        text = texts.setdefault(rel, (root / rel).read_text(encoding="utf-8"))
+        start, before = int(item["offset"]), str(item["old"])
+        if start < 0 or text[start:start + len(before)] != before:
+            continue  # a character outside the BMP before it shifts UTF-16 offsets: left out, never misplaced
+        line = text.count("\n", 0, start) + 1
+        column = start - (text.rfind("\n", 0, start) + 1)
+        m = Mutation(rel, line, column, str(item["kind"]), before, str(item["new"]), str(item.get("func", "")))
+        out.setdefault(m.key, m)
+    return [out[k] for k in sorted(out)]
+
+
+def java_hide_tests(classpath: str, root: Path, rel: str, targets: list[str]) -> list[dict[str, str]]:
+    """Edits removing the test methods `targets` (`Class#method`, a nested class as `Outer.Inner#method`) from the
+    test file `rel`, each with its Javadoc and annotations, whole lines; one edit per method, bottom up."""
+    raw = _javamutate(classpath, ["hide", str(root / rel), *targets])
+    spans = [(int(a), int(b)) for item in (raw if isinstance(raw, list) else []) for a, b in item["lines"]]
+    text = (root / rel).read_text(encoding="utf-8")
+    edits: list[dict[str, str]] = []
+    for first, last in sorted(set(spans), reverse=True):
+        starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+        if last > len(starts) or first < 1:
+            raise OpsBenchError(f"{rel}: lines {first}-{last} are not in the file")
+        end = starts[last] if last < len(starts) else len(text)
+        edit = unique_edit(text, starts[first - 1], end, "", rel)
+        edits.append(edit)
+        text = apply_edit(text, edit)
+    return edits

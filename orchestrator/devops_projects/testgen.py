@@ -11,6 +11,7 @@ original as evaluate_workspace runs them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -216,23 +217,29 @@ def test_source(module: str, function: str, calls: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def survivors_first(usable: list[mutate.Mutation], screened: dict[Any, Any], seed: str,
-                    project: str) -> list[mutate.Mutation]:
-    """The draw order of test-generation candidates: mutants whose suite run (the issue family's screening, when it
-    ran first) had no failing test come first, then those not screened yet, each group in the seed's order; those
-    the suite is known to catch are left out. Without it most draws end at "an existing test catches it": the
-    recorded calls come from the suite's own tests, so what they tell apart the suite mostly catches too."""
-    order = draw_order(usable, seed, project, "testgen")
-    known = [screened.get(m.key) for m in order]
-    survived = [m for m, suite in zip(order, known, strict=True)
-                if suite is not None and not suite.failed and not suite.broken]
-    unknown = [m for m, suite in zip(order, known, strict=True) if suite is None]
-    return survived + unknown
+SHARE = 4
+"""One mutant in SHARE belongs to test generation's hidden-test draws, the others to the issue family
+(`testgen_share`): a fixed split, so neither family's draw depends on whether the other ran first."""
+
+
+def testgen_share(seed: str, project: str, m: mutate.Mutation) -> bool:
+    """Whether the mutant `m` is test generation's to draw from the project's own tests (else the issue family's): a
+    pure function of seed, project and mutant. Both families keep mutants that 1 to MAX_HIDDEN tests catch; the
+    split keeps one task per mutant without one family's draw reading what the other kept, which made a test-
+    generation draw differ when the issue family was not drawn in the same run."""
+    digest = hashlib.sha256(f"{seed}/{project}/{m.path}:{m.line}:{m.column}:{m.kind}:{m.after}".encode()).digest()
+    return digest[0] % SHARE == 0
+
+
+def testgen_order(usable: list[mutate.Mutation], seed: str, project: str) -> list[mutate.Mutation]:
+    """The draw order of recorded-call candidates: the seed's order, from the mutants alone (never from another
+    family's screening, so the same seed draws the same instances whatever else is drawn in the run)."""
+    return draw_order(usable, seed, project, "testgen")
 
 
 def generate(gen: Host, report: Report, count: int, max_draws: int) -> None:
     """Python: recorded-call tests first, then tests of the project's own (`from_hidden_tests`) for the rest of
-    `count`; Go: the project's own tests (no profiler records Go calls)."""
+    `count`; Go and Java: the project's own tests (no profiler records their calls)."""
     if gen.project.language == "python":
         from_recorded_calls(gen, report, count, max_draws)
     if len(report.instances) < count and len(report.draws) < max_draws:
@@ -255,7 +262,8 @@ def reference_tests(pristine: Path, files: list[str], failures: list[Any]) -> li
     for rel in files:
         text = (pristine / rel).read_text(encoding="utf-8")
         for name in names:
-            pattern = re.compile(rf"^(\s*(?:func|def) ){re.escape(name)}\(", re.M)
+            pattern = re.compile(rf"^(\s*(?:func|def|(?:(?:public|protected|private|static|final)\s+)*void) )"
+                                 rf"{re.escape(name)}\(", re.M)
             found = len(pattern.findall(text))
             if found > 1:
                 return None
@@ -278,7 +286,8 @@ def from_hidden_tests(gen: Host, report: Report, count: int, max_draws: int) -> 
     from orchestrator.devops_projects.tasks import materialise
 
     bench = gen.bench
-    candidates = [m for m in bench.mutations() if m.key not in gen.kept]
+    candidates = [m for m in bench.mutations() if m.key not in gen.kept
+                  and testgen_share(gen.seed, gen.project.id, m)]
     report.candidates = max(report.candidates, len(candidates))
     lang = gen.project.language
     for m in draw_order(candidates, gen.seed, gen.project.id, "testgen-hidden"):
@@ -347,6 +356,7 @@ def from_hidden_tests(gen: Host, report: Report, count: int, max_draws: int) -> 
             continue
         iid = instance_id("testgen", gen.project.id, draw.what)
         where = {"go": "a `_test.go` file in the package, run by `go test`",
+                 "java": "a JUnit test class under `src/test/java`, run by Maven Surefire",
                  "python": "a new `test_*.py` file for pytest"}.get(lang, "beside the project's tests")
         goal = (f"A bug is reported in the project at /workspace/{gen.project.id} ({lang}, {package_name(gen.project)} "
                 f"{gen.project.source.version}):\n\n> {title}\n>\n"
@@ -389,7 +399,7 @@ def from_recorded_calls(gen: Host, report: Report, count: int, max_draws: int) -
         line = targets.get((m.path, m.function))
         return calls.get(f"{(bench.root.resolve() / m.path)}|{m.function}|{line}", []) if line else []
     usable = [m for m in candidates if recorded(m)]
-    for m in survivors_first(usable, gen.screened, gen.seed, gen.project.id):
+    for m in testgen_order(usable, gen.seed, gen.project.id):
         if len(report.instances) >= count or len(report.draws) >= max_draws:
             break
         draw = Draw("testgen", gen.project.id, m.describe())
