@@ -215,7 +215,9 @@ def test_java_hidden_tests_come_back_renamed(tmp_path: Path) -> None:
     rel = "src/test/java/sample/RangesTest.java"
     (tmp_path / rel).parent.mkdir(parents=True)
     (tmp_path / rel).write_text(TESTS.replace("public void testEmpty", "void testEmpty"))
-    [edit] = testgen.reference_tests(tmp_path, [rel], [Failure("testEmpty", rel, ""), Failure("testValid", rel, "")])
+    edits = testgen.reference_tests(tmp_path, [rel], [Failure("testEmpty", rel, ""), Failure("testValid", rel, "")])
+    assert edits is not None
+    [edit] = edits
     assert "void testEmpty_reproduces()" in edit["content"] and "public void testValid_reproduces()" in edit["content"]
     assert "public void testClamp()" in edit["content"]
 
