@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -86,7 +87,14 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
               help="A task family (repeat; default: all five; pipeline chains instances drawn before).")
 @click.option("--from", "sources", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="An output folder of earlier draws whose instances a pipeline may chain (repeat; --out always).")
-@click.option("--seed", required=True, help="The seed the draw order derives from (with project and family).")
+@click.option("--seed", help="The seed the draw order derives from (with project and family): a published one for the "
+                            "dev split.")
+@click.option("--seed-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A file whose first line is the seed: a private one for the held-out test split (never printed nor "
+                   "written; the files and output carry its sha256 digest).")
+@click.option("--exclude", "exclude", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="With --seed-file: an output folder of the public split (repeat); its instances, and pipelines "
+                   "chaining one, are taken out of the private split (listed in OUT/split.json).")
 @click.option("--count", type=click.IntRange(1, 500), default=5, show_default=True,
               help="Verified instances wanted per project and family.")
 @click.option("--max-draws", type=click.IntRange(0, 5000), default=0,
@@ -101,9 +109,9 @@ def projects(ids: tuple[str, ...], fetch: bool, where: str | None, record: bool,
 @click.option("--record", is_flag=True, help="Keep the yields in orchestrator/devops_projects/yields.json (the docs' "
                                            "table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the yields as JSON.")
-def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str, count: int, max_draws: int,
-             out: Path, cache_dir: Path | None, where: str, record: bool, as_json: bool,
-             sources: tuple[Path, ...]) -> None:
+def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str | None, seed_file: Path | None,
+             exclude: tuple[Path, ...], count: int, max_draws: int, out: Path, cache_dir: Path | None, where: str,
+             record: bool, as_json: bool, sources: tuple[Path, ...]) -> None:
     """Draw DevOps tasks from the fetched upstream projects and keep only the verified ones.
 
     issue: a mutation of the project's code that tests it already has catch (those tests are hidden, the issue is
@@ -112,7 +120,10 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
     live in the workspace image; pipeline: a build instance and an issue or test-generation instance chained. Each
     kept fix or test instance is proven by `make check` on fresh copies (the untouched state fails, the reference
     passes) and written as a scenario folder. Builds and tests
-    run on the host, one at a time at the lowest CPU priority. Exit status 1 when a project failed."""
+    run on the host, one at a time at the lowest CPU priority. Exit status 1 when a project failed.
+
+    The held-out test split: `--seed-file FILE --exclude <the dev split's folders>` (docs/devops.md)."""
+    from orchestrator.cli.generate import read_seed
     from orchestrator.devops_projects.fetch import Cache, StepFailed
     from orchestrator.devops_projects.generate import FAMILIES, YIELDS, record_yields
     from orchestrator.devops_projects.generate import generate as draw
@@ -125,23 +136,42 @@ def generate(project_ids: tuple[str, ...], families: tuple[str, ...], seed: str,
         if record:  # after each project and family: an interrupted run keeps what it finished
             record_yields([report])
 
+    the_seed = read_seed(seed, seed_file)
+    if seed_file is None and exclude:
+        raise click.UsageError("--exclude goes with --seed-file (the private split is drawn disjoint from the public)")
+    if seed_file is not None and record:
+        raise click.UsageError("--record keeps the public split's yields for the docs: a private split's stay in "
+                               "OUT/yields.json and OUT/split.json")
+    options: dict[str, Any] = {"max_draws": max_draws, "cache": Cache(cache_dir.resolve()) if cache_dir else None,
+                               "say": echo, "where": where, "sources": [p.resolve() for p in sources]}
     try:
-        reports = draw(list(project_ids), list(families or FAMILIES), seed, count, out.resolve(),
-                       max_draws=max_draws, cache=Cache(cache_dir.resolve()) if cache_dir else None, say=echo,
-                       done=recorded, where=where, sources=[p.resolve() for p in sources])
+        if seed_file is None:
+            reports = draw(list(project_ids), list(families or FAMILIES), the_seed, count, out.resolve(),
+                           done=recorded, **options)
+            summaries = [r.summary() for r in reports]
+            shown, failed = the_seed, any(r.error for r in reports)
+        else:
+            from orchestrator.devops_projects.split import check_private_seed, generate_private
+
+            check_private_seed(the_seed, str(seed_file))
+            split = generate_private(draw, list(project_ids), list(families or FAMILIES), the_seed, count,
+                                     out.resolve(), exclude=[p.resolve() for p in exclude], **options)
+            summaries, shown = split["yields"], split["seed"]
+            failed = any(s["error"] for s in summaries)
+            if split["excluded"]:
+                echo(f"{len(split['excluded'])} instance(s) taken out as the public split's (see {out}/split.json)")
     except StepFailed as exc:
         raise click.ClickException(str(exc)) from None
-    summaries = [r.summary() for r in reports]
     if record:
         click.echo(f"recorded {len(reports)} yield(s) in {YIELDS}", err=True)
     if as_json:
-        emit_json({"out": str(out), "seed": seed, "yields": summaries})
+        emit_json({"out": str(out), "seed": shown, "yields": summaries})
     else:
         for s in summaries:
             per = f"{s['seconds_per_kept']} s per kept" if s["seconds_per_kept"] else ""
             state = f"ERROR {s['error']}" if s["error"] else f"kept {s['kept']} of {s['drawn']} drawn"
             click.echo(f"{s['project']:<24} {s['family']:<8} {state} ({s['candidates']} candidates) {per}")
-    if any(r.error for r in reports):
+    if failed:
         sys.exit(1)
 
 
