@@ -1,27 +1,36 @@
 """The four mechanisms of issue 34's fourth part, offline: what their effect models derive (a periodic job's lock on
 PostgreSQL, a wrong route at the gateway, a caller whose resolver does not answer, an open-file limit too low), the
 environment bounds `opsbench validate` puts on their arguments (including the cross-argument and pattern limits they
-brought), the container overrides they need (`dns`, `dns_options`, `ulimits`) and the batch job's schedule, run by
-sh against a stand-in psql."""
+brought), the container overrides they need (`dns`, `dns_options`, `ulimits`), the batch job's schedule, run by
+sh against a stand-in psql, and their distractor and noise variants (a scripted agent that blames the distractor scores
+lower)."""
 
 from __future__ import annotations
 
+import ast
+import errno
 import importlib.util
 import itertools
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import jinja2
 import pytest
 import yaml
 
 from orchestrator import paths
 from orchestrator.arglimits import limit_problems, load_limits
+from orchestrator.catalog import find_scenario
+from orchestrator.evaluation.diagnosis import score_diagnosis
 from orchestrator.generation.effects import Topology, derive, load_effect_model
+from orchestrator.generation.instances import distractor_targets
 from orchestrator.role_topology import load_topology
 
 TOPO_DATA = load_topology("shop") or {}
@@ -66,11 +75,23 @@ def test_a_silent_resolver_blames_the_caller_not_what_it_cannot_reach(target: st
     assert alerts(d) == {("ServiceErrorRateHigh", target)}
 
 
-def test_an_open_file_limit_blames_the_limited_service() -> None:
-    d = truth("fault_container_fd_limit", {"target": "catalog", "nofile": 12})
+@pytest.mark.parametrize("target", ["frontend", "checkout"])
+def test_an_open_file_limit_blames_the_limited_service(target: str) -> None:
+    d = truth("fault_container_fd_limit", {"target": target, "nofile": 8})
     root = d["entities"][0]
-    assert (root["id"], root["faultType"], root["layer"]) == ("catalog", "fd_limit", "runtime")
-    assert alerts(d) == {("ServiceErrorRateHigh", "catalog")}, "partial errors: only the target's alert is sure"
+    assert (root["id"], root["faultType"], root["layer"]) == (target, "fd_limit", "runtime")
+    assert alerts(d) == {("ServiceErrorRateHigh", target)}, "partial errors: only the target's alert is sure"
+
+
+def test_the_open_file_limit_targets_only_services_that_call_others_on_every_request() -> None:
+    """The catalog needs ten descriptors to open its pool at start and then cannot accept at ten; above that its
+    normal load never reached the limit live. The recommendation caches the catalog. Neither is a target."""
+    spec = yaml.safe_load((paths.ROLES_DIR / "fault_container_fd_limit" / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["inject"]["options"]
+    assert options["fault_container_fd_limit_target"]["choices"] == ["frontend", "checkout"]
+    defaults = yaml.safe_load((paths.ROLES_DIR / "fault_container_fd_limit" / "defaults" / "main.yml").read_text())
+    assert defaults == {"fault_container_fd_limit_target": "frontend", "fault_container_fd_limit_nofile": 8}
+    assert options["fault_container_fd_limit_nofile"]["default"] == 8
 
 
 def problems(role: str, args: dict[str, Any]) -> list[str]:
@@ -91,8 +112,8 @@ def problems(role: str, args: dict[str, Any]) -> list[str]:
      "above the environment's maximum 4"),
     ("fault_network_resolver_down", {"resolver": "dns.example"}, "$.faults[0].args.resolver",
      "'dns.example' does not match"),
-    ("fault_container_fd_limit", {"nofile": 6}, "$.faults[0].args.nofile", "below the environment's minimum 10"),
-    ("fault_container_fd_limit", {"nofile": 4096}, "$.faults[0].args.nofile", "above the environment's maximum 64"),
+    ("fault_container_fd_limit", {"nofile": 6}, "$.faults[0].args.nofile", "below the environment's minimum 7"),
+    ("fault_container_fd_limit", {"nofile": 12}, "$.faults[0].args.nofile", "above the environment's maximum 9"),
 ])
 def test_arguments_beyond_the_environment_are_refused(role: str, args: dict[str, Any], where: str, says: str) -> None:
     found = problems(role, args)
@@ -179,17 +200,96 @@ def test_the_batch_job_runs_its_locking_transaction_on_schedule(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("scenario", ["shop-postgres-stock-resync-job", "shop-gateway-cart-route-misrouted",
-                                      "shop-checkout-dns-resolver-unreachable", "shop-catalog-open-file-limit"])
+                                      "shop-checkout-dns-resolver-unreachable", "shop-frontend-open-file-limit"])
 def test_each_mechanism_has_an_issue_34_scenario(scenario: str) -> None:
     data = yaml.safe_load((paths.SPECS_DIR / scenario / "scenario.yaml").read_text())
     assert "issue-34" in data["metadata"]["tags"]
     assert data["faults"][0]["role"] in NEW_ROLES
 
 
-def test_the_open_file_limit_keeps_the_engines_other_default_ulimits() -> None:
-    """podman gives a container given --ulimit only those: the role must pass the engine's other defaults again (a
-    process limit left to podman is raised, which fails without CAP_SYS_RESOURCE and the container never starts)."""
-    engine = yaml.safe_load((paths.ROLES_DIR / "container_engine" / "defaults" / "main.yml").read_text())
-    kept = yaml.safe_load((paths.ROLES_DIR / "fault_container_fd_limit" / "vars" / "main.yml").read_text())
-    others = [u for u in engine["container_engine_default_ulimits"] if not u.startswith("nofile=")]
-    assert kept["fault_container_fd_limit_kept_ulimits"] == others
+def _start_command(nofile: int) -> list[str]:
+    """The start command the role gives the target's containers, rendered as Ansible would."""
+    tasks = yaml.safe_load((paths.ROLES_DIR / "fault_container_fd_limit" / "tasks" / "inject.yml").read_text())
+    redeploy = next(t for t in tasks if "podman_control_overrides" in (t.get("vars") or {}))
+    template = redeploy["vars"]["podman_control_overrides"]["command"]
+    role_vars = yaml.safe_load((paths.ROLES_DIR / "fault_container_fd_limit" / "vars" / "main.yml").read_text())
+    rendered = jinja2.Environment().from_string(template).render(fault_container_fd_limit_nofile=nofile, **role_vars)
+    command = ast.literal_eval(rendered)
+    assert isinstance(command, list)
+    return [str(c) for c in command]
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs sh")
+def test_the_start_command_lowers_the_open_file_limit_and_runs_the_service_command() -> None:
+    """podman's --ulimit cannot go below what runc needs to start a container (11): the role lowers the limit in the
+    start command instead. Run it with the service's command replaced by a probe: the process it execs (the same pid)
+    has the limit, soft and hard, and gets EMFILE on the descriptor past it."""
+    command = _start_command(8)
+    role_vars = yaml.safe_load((paths.ROLES_DIR / "fault_container_fd_limit" / "vars" / "main.yml").read_text())
+    service = role_vars["fault_container_fd_limit_service_command"]
+    assert command[:2] == ["sh", "-c"] and command[-len(service):] == service == ["python3", "-m", "shop"]
+    probe = ("import os, resource\n"
+             "print(*resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+             "fds = []\n"
+             "try:\n"
+             "    while True: fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+             "except OSError as exc: print(exc.errno, 3 + len(fds))\n")
+    out = subprocess.run([*command[:-len(service)], sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=30, check=True).stdout.split()
+    assert out[:2] == ["8", "8"]
+    assert out[2] == str(errno.EMFILE) and int(out[3]) <= 8
+
+
+def _variants() -> list[str]:
+    """The scenarios over these mechanisms that carry a distractor."""
+    out = []
+    for spec in sorted(paths.SPECS_DIR.glob("*/scenario.yaml")):
+        data = yaml.safe_load(spec.read_text())
+        faults = data.get("faults") or []
+        if any(f.get("distractor") for f in faults) and {f["role"] for f in faults} & set(NEW_ROLES):
+            out.append(data["metadata"]["id"])
+    return out
+
+
+def test_each_mechanism_has_a_distractor_and_noise_variant() -> None:
+    covered = set()
+    for scenario in _variants():
+        data = yaml.safe_load((paths.SPECS_DIR / scenario / "scenario.yaml").read_text())
+        assert data["noise"], f"{scenario}: no noise while the agent works"
+        assert {"distractor", "noise", "issue-34"} <= set(data["metadata"]["tags"]), scenario
+        causes = [f for f in data["faults"] if not f.get("distractor")]
+        assert len(causes) == 1 and causes[0]["role"] in NEW_ROLES, scenario
+        covered.add(causes[0]["role"])
+    assert covered == set(NEW_ROLES)
+
+
+def test_the_retired_catalog_scenario_is_gone_and_its_id_never_reused() -> None:
+    registry = yaml.safe_load(paths.ID_REGISTRY.read_text())["ids"]
+    assert registry["shop-catalog-open-file-limit"].get("retired") is True
+    assert not (paths.SPECS_DIR / "shop-catalog-open-file-limit").exists()
+
+
+@pytest.mark.parametrize("scenario", _variants())
+def test_naming_the_distractor_as_the_cause_scores_lower(scenario: str, tmp_path: Path) -> None:
+    """A scripted agent that blames the distractor instead of the true cause loses localisation and counts a false
+    positive; one that names the true cause does not."""
+    scn = find_scenario(scenario)
+    gt = yaml.safe_load(scn.ground_truth_path.read_text())
+    decoys = distractor_targets(scn.faults)
+    assert len(decoys) == 1 and {e["id"]: e.get("rootCause") for e in gt["entities"]}[decoys[0]] is False
+    roots = [e["id"] for e in gt["entities"] if e.get("rootCause")]
+    chain = [{"source": p["source"], "target": p["target"]} for p in gt["propagations"]]
+    symptoms = [{"id": e["id"], "root_cause": False} for e in gt["entities"]
+                if not e.get("rootCause") and e["id"] != decoys[0]]
+    right = {"incident": True, "entities": [*({"id": r, "root_cause": True} for r in roots), *symptoms],
+             "propagations": chain}
+    fooled = {"incident": True, "entities": [{"id": decoys[0], "root_cause": True}, *symptoms],
+              "propagations": [{"source": decoys[0], "target": chain[0]["target"]}, *chain[1:]]}
+    scores = {}
+    for name, output in (("right", right), ("fooled", fooled)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(output))
+        scores[name] = score_diagnosis(tmp_path / f"{name}.json", gt, TOPO_DATA, distractors=decoys)
+    assert scores["right"]["fl_pass"] == 1.0 and scores["right"]["distractor_blamed"] == 0.0
+    assert scores["right"]["false_positives"] == 0
+    assert scores["fooled"]["fl_pass"] == 0.0 and scores["fooled"]["distractor_blamed"] == 1.0
+    assert scores["fooled"]["false_positives"] == 1 and scores["fooled"]["ntam_fl"] < scores["right"]["ntam_fl"]
