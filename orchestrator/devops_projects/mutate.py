@@ -372,7 +372,7 @@ def javamutate_classpath(cache_root: Path) -> str:
 
 
 def _javamutate(classpath: str, args: list[str]) -> object:
-    proc = subprocess.run(["java", "-XX:TieredStopAtLevel=1", "-cp", classpath, "JavaMutate", *args],
+    proc = subprocess.run(["java", "-cp", classpath, "JavaMutate", *args],
                           capture_output=True, text=True, check=False, timeout=900)
     if proc.returncode != 0:
         raise OpsBenchError(f"JavaMutate {args[0]} failed: {proc.stderr.strip()[-800:]}")

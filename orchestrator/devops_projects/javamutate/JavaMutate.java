@@ -61,7 +61,7 @@ import java.util.TreeMap;
 public final class JavaMutate {
 
     record Candidate(String file, int line, int column, String old, String replacement, String kind, String func,
-                     int offset) {}
+                     int offset, Position memberBegin, Position memberEnd) {}
 
     private static final Map<BinaryExpr.Operator, BinaryExpr.Operator> SWAP = new TreeMap<>();
     private static final Map<AssignExpr.Operator, AssignExpr.Operator> ASSIGN_SWAP = new TreeMap<>();
@@ -191,7 +191,9 @@ public final class JavaMutate {
         }
 
         void add(Position at, String old, String replacement, String kind, Node where) {
-            out.add(new Candidate(file, at.line, at.column, old, replacement, kind, function(where), -1));
+            CallableDeclaration<?> member = where.findAncestor(CallableDeclaration.class).orElseThrow();
+            out.add(new Candidate(file, at.line, at.column, old, replacement, kind, function(where), -1,
+                    member.getBegin().orElseThrow(), member.getEnd().orElseThrow()));
         }
 
         void add(Node node, String replacement, String kind) {
@@ -390,7 +392,9 @@ public final class JavaMutate {
         return starts;
     }
 
-    /** The candidates whose text is where they say and whose mutant still parses, each with its char offset. */
+    /** The candidates whose text is where they say and whose mutant still parses, each with its char offset: the
+     * method or constructor holding the change is parsed again as a class member (the rest of the file is
+     * unchanged, so the file parses when the member does). */
     private static List<Candidate> valid(String source, List<Candidate> found) {
         List<Integer> starts = lineStarts(source);
         ParserConfiguration config = new ParserConfiguration()
@@ -401,10 +405,16 @@ public final class JavaMutate {
             if (!source.startsWith(c.old(), offset)) {
                 continue;
             }
-            String mutant = source.substring(0, offset) + c.replacement() + source.substring(offset + c.old().length());
-            if (new JavaParser(config).parse(mutant).isSuccessful()) {
+            int from = starts.get(c.memberBegin().line - 1) + c.memberBegin().column - 1;
+            int to = starts.get(c.memberEnd().line - 1) + c.memberEnd().column;
+            if (from > offset || to < offset + c.old().length() || to > source.length()) {
+                continue;
+            }
+            String member = source.substring(from, offset) + c.replacement()
+                    + source.substring(offset + c.old().length(), to);
+            if (new JavaParser(config).parseBodyDeclaration(member).isSuccessful()) {
                 out.add(new Candidate(c.file(), c.line(), c.column(), c.old(), c.replacement(), c.kind(), c.func(),
-                        offset));
+                        offset, c.memberBegin(), c.memberEnd()));
             }
         }
         return out;
