@@ -32,6 +32,7 @@ from typing import Any
 
 from orchestrator.catalog import domain_scenarios, find_scenario
 from orchestrator.errors import OpsBenchError
+from orchestrator.interrupts import Interrupts
 from orchestrator.lifecycle import Run
 from orchestrator.progress import Progress
 from orchestrator.spec import SPEC_FILENAME as SPEC
@@ -124,13 +125,21 @@ def _elapsed(run: Run, step: str) -> float | None:
     return round(float(value), 2) if isinstance(value, (int, float)) else None
 
 
-def bench_start(scn: Scenario, repeats: int, progress: Progress) -> dict[str, Any]:
+def bench_start(scn: Scenario, repeats: int, progress: Progress,
+                interrupts: Interrupts | None = None) -> dict[str, Any]:
+    """A workspace's deploy and teardown, `repeats` times; an interrupt stops the repeats (the workspace up at the
+    time is torn down)."""
     deploys: list[float] = []
     teardowns: list[float] = []
     for i in range(repeats):
+        if interrupts is not None and interrupts.set:
+            break
         run = Run.create(scn, agent=None, keep=False, progress=progress, purpose="bench")
+        run.interrupts = interrupts
         try:
             result = run.step("deploy", 1, 1)
+            if result.status == "canceled":
+                break
             if result.status != "successful":
                 raise RuntimeError(f"deploy {result.status}: {'; '.join(result.failures)[:300]}")
         finally:
@@ -161,14 +170,32 @@ def _trial_row(host: Run, scn: Scenario, healthy: bool, progress: Progress) -> t
     return row, healthy
 
 
-def bench_trials(scenarios: list[Scenario], progress: Progress,
-                 workspaces: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def _unrun(scn: Scenario, status: str, error: str) -> dict[str, Any]:
+    """The row of a scenario whose trial did not run: ``error`` (its workspace did not deploy) or ``interrupted``."""
+    return {"scenario": scn.id, "class": scn.data["metadata"]["class"], "language": language(scn),
+            "baseline": BASELINES.get(scn.data["metadata"]["class"], "none"), "status": status, "error": error,
+            "passed": False, "wall_s": None, "stage_pass_rate": None, "agent_s": None, "evaluate_s": None,
+            "run_id": None}
+
+
+def bench_trials(scenarios: list[Scenario], progress: Progress, workspaces: list[dict[str, Any]] | None = None,
+                 interrupts: Interrupts | None = None) -> list[dict[str, Any]]:
     """One trial per scenario, on one workspace per environment (`by_environment`). A workspace that does not
     deploy gives its scenarios rows with status ``error`` (not counted in pass@1) and the others go on. Each
-    workspace's deploy and teardown times are appended to `workspaces`."""
+    workspace's deploy and teardown times are appended to `workspaces`. After an interrupt (Ctrl-C, SIGTERM) the
+    trial in flight ends through its own clean-up, its workspace is torn down, and every scenario not run yet
+    gets a row with status ``interrupted`` (not counted either)."""
     rows: list[dict[str, Any]] = []
+
+    def stopped() -> bool:
+        return interrupts is not None and interrupts.set
+
     for group in by_environment(scenarios):
+        if stopped():
+            rows.extend(_unrun(scn, "interrupted", "interrupted before its workspace") for scn in group)
+            continue
         host = Run.create(group[0], agent=None, keep=False, progress=progress, purpose="bench")
+        host.interrupts = interrupts
         host.state["status"] = "hosting"
         error = ""
         try:
@@ -179,16 +206,17 @@ def bench_trials(scenarios: list[Scenario], progress: Progress,
             else:
                 healthy = False
                 for scn in group:
+                    if stopped():
+                        rows.append(_unrun(scn, "interrupted", "interrupted before its trial"))
+                        continue
                     row, healthy = _trial_row(host, scn, healthy, progress)
                     rows.append(row)
         finally:
             host.state["status"] = "hosted"
             host.cleanup()
         if error:
-            rows.extend({"scenario": scn.id, "class": scn.data["metadata"]["class"], "language": language(scn),
-                         "baseline": BASELINES.get(scn.data["metadata"]["class"], "none"), "status": "error",
-                         "error": error, "passed": False, "wall_s": None, "stage_pass_rate": None, "agent_s": None,
-                         "evaluate_s": None, "run_id": None} for scn in group)
+            status = "interrupted" if deploy.status == "canceled" else "error"
+            rows.extend(_unrun(scn, status, error) for scn in group)
         if workspaces is not None:
             workspaces.append({"scenarios": [s.id for s in group], "language": language(group[0]),
                                "deploy_s": _elapsed(host, "deploy"), "teardown_s": _elapsed(host, "teardown"),
@@ -197,9 +225,10 @@ def bench_trials(scenarios: list[Scenario], progress: Progress,
 
 
 def _summary(mine: list[dict[str, Any]]) -> dict[str, Any]:
-    ran = [r for r in mine if r["status"] != "error"]
+    ran = [r for r in mine if r["status"] not in ("error", "interrupted")]
     passed = sum(r["passed"] for r in ran)
-    return {"scenarios": len(ran), "errors": len(mine) - len(ran), "passed": passed,
+    return {"scenarios": len(ran), "errors": sum(r["status"] == "error" for r in mine),
+            "interrupted": sum(r["status"] == "interrupted" for r in mine), "passed": passed,
             "pass_at_1": round(passed / len(ran), 2) if ran else None,
             "median_trial_s": _median([r["wall_s"] for r in ran if r["wall_s"] is not None]),
             "median_agent_s": _median([r["agent_s"] for r in ran if r["agent_s"] is not None]),
@@ -238,9 +267,11 @@ def bench_devops(repeats: int, progress: Progress, scenario_ids: Sequence[str] =
                                             "seed": seed if per_cell is not None else None,
                                             "sources": list(scenario_ids)},
                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    report["start"] = bench_start(scenarios[0], repeats, progress)
     workspaces: list[dict[str, Any]] = []
-    report["trials"] = bench_trials(scenarios, progress, workspaces)
+    with Interrupts(progress.message) as interrupts:
+        report["start"] = bench_start(scenarios[0], repeats, progress, interrupts)
+        report["trials"] = bench_trials(scenarios, progress, workspaces, interrupts)
+    report["interrupted"] = interrupts.set
     report["workspaces"] = workspaces
     report["classes"] = by_class(report["trials"])
     report["languages"] = by_language(report["trials"])
@@ -282,7 +313,11 @@ def render(report: dict[str, Any]) -> str:
     if "cells" in report:
         lines.append("  per family x language:")
         lines += [_line(cell, row) for cell, row in report["cells"].items()]
-    failed = [r for r in report["trials"] if not r["passed"]]
+    unrun = [r for r in report["trials"] if r["status"] == "interrupted"]
+    if report.get("interrupted"):
+        lines.append(f"  interrupted: {len(unrun)} scenario(s) not run and not counted; every workspace was torn "
+                     "down")
+    failed = [r for r in report["trials"] if not r["passed"] and r["status"] != "interrupted"]
     if failed:
         lines.append("  not passed: " + ", ".join(r["scenario"] + ("" if r["status"] == "completed" else
                                                                  f" ({r['status']})") for r in failed))

@@ -104,6 +104,7 @@ class FakeRun:
         self.id = f"host-{scn.id}"
         self.state: dict[str, Any] = {"results": {}}
         self.cleaned = False
+        self.interrupts: Any = None
         FakeRun.made.append(self)
 
     @classmethod
@@ -202,3 +203,47 @@ def test_the_command_passes_families_sample_and_seed(monkeypatch: pytest.MonkeyP
     assert json.loads(result.output) == {"trials": [], "classes": {}}
     bad = CliRunner().invoke(main, ["bench", "--per-cell", "2"])
     assert bad.exit_code == 2 and "--family and --per-cell go with --devops" in bad.output
+
+
+def test_a_sigterm_mid_trial_ends_that_trial_tears_every_workspace_down_and_counts_the_rest_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopping the bench (SIGTERM, as a scheduler does, or Ctrl-C) once left a workspace running: the default
+    handler killed the process before its clean-up. Now the signal sets a flag; the trial in flight finishes
+    through its own clean-up, its workspace is torn down, and nothing else starts."""
+    import os
+    import signal
+    FakeRun.made, FakeRun.broken = [], set()
+    ran: list[str] = []
+
+    def fake_trial_on(host: FakeRun, scn: Scenario, agent: str | None, purpose: str) -> Any:
+        assert host.interrupts is not None  # the trial sees the same flag
+        ran.append(scn.id)
+        if len(ran) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-trial, like a scheduler's stop
+        trial = FakeRun(scn)
+        trial.id = f"trial-{scn.id}"
+        trial.state["results"] = {"agent": {"elapsed": 2.0}, "evaluate": {"elapsed": 4.0}}
+        return trial
+
+    def fake_agent_trial(trial: Any, healthy: bool) -> dict[str, Any]:
+        return {"status": "completed", "recovered": True, "leftovers": [], "cleanup": "done",
+                "evaluations": {"workspace": {"workspace_pass": 1, "stage_pass_rate": 1.0}}}
+
+    monkeypatch.setattr(bd, "Run", FakeRun)
+    monkeypatch.setattr(bd, "trial_on", fake_trial_on)
+    monkeypatch.setattr(bd, "agent_trial", fake_agent_trial)
+    monkeypatch.setattr(bd, "domain_scenarios", lambda domain: pool())
+    before = signal.getsignal(signal.SIGTERM)
+    report = bd.bench_devops(1, Progress(), families=["build-config"])
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
+    assert report["interrupted"] is True
+    assert len(ran) == 2  # the trial in flight finished; no other started
+    hosts = [h for h in FakeRun.made if h.id.startswith("host-")]
+    assert hosts and all(h.cleaned for h in hosts)  # the start measurement's and the trials' workspaces
+    statuses = [r["status"] for r in report["trials"]]
+    assert statuses.count("completed") == 2 and statuses.count("interrupted") == 5
+    build = report["classes"]["build-config"]
+    assert (build["scenarios"], build["passed"], build["interrupted"], build["errors"]) == (2, 2, 5, 0)
+    text = bd.render(report)
+    assert "interrupted: 5 scenario(s) not run and not counted" in text
+    assert "not passed:" not in text  # interrupted scenarios are not failures
