@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: cluster cluster-down devops-projects devops-tasks dev-split agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: cluster cluster-down devops-projects devops-tasks dev-split heldout agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
@@ -27,6 +27,7 @@ help:
 	@echo "make docs                    regenerate the reference docs and catalogs"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=270 K=2 CORPUS_OUT=...]; resumable"
+	@echo "make heldout SEED_FILE=F     build a held-out split from a private seed file, proven live and recorded [HELDOUT_COUNT=120 K=2 HELDOUT_OUT=... RETRY=1]; resumable"
 	@echo "make devops-projects         fetch, verify, build and test the DevOps upstream projects (live) [IDS='...' WHERE=host|workspace RECORD=1]"
 	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build monitoring pipeline' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=... DEVOPS_FROM='dir ...' RECORD=1]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
@@ -141,6 +142,18 @@ CORPUS_OUT ?= $(CURDIR)/.opsbench/corpora/dev
 dev-split:
 	$(BIN)/opsbench corpus build --all-templates --seed opsbench-dev-1 --count $(COUNT) --parallel $(K) \
 	  --out $(CORPUS_OUT); status=$$?; $(BIN)/opsbench corpus card $(CORPUS_OUT) > /dev/null; exit $$status
+
+# A held-out split from a private seed file (docs/generation.md, 'The held-out workflow'): the seed is read from
+# SEED_FILE and never printed; its card compares the baseline with the dev split and the fixed scenarios when they
+# are built. Resumable like dev-split.
+HELDOUT_COUNT ?= 120
+HELDOUT_OUT ?= $(CURDIR)/.opsbench/corpora/heldout
+heldout:
+	@test -n "$(SEED_FILE)" || { echo "make heldout: set SEED_FILE=<a private seed file> (head -c 32 /dev/urandom | base64 > FILE)"; exit 2; }
+	$(BIN)/opsbench corpus build --all-templates --seed-file $(SEED_FILE) --count $(HELDOUT_COUNT) --parallel $(K) \
+	  --out $(HELDOUT_OUT) $(if $(RETRY),--retry-dropped); status=$$?; \
+	  $(BIN)/opsbench corpus card $(HELDOUT_OUT) $(foreach c,dev fixed,$(if $(wildcard $(CURDIR)/.opsbench/corpora/$(c)/build.json),--compare $(CURDIR)/.opsbench/corpora/$(c))) > /dev/null; \
+	  exit $$status
 
 # The DevOps domain's upstream projects (docs/devops.md, 'Real projects'): each fetched through its registry at its
 # pinned version and verified into the state dir's cache, then built and tested offline, one at a time at the lowest
