@@ -54,6 +54,7 @@ from orchestrator.devops_projects.tasks import (
     instance_id,
     materialise,
     package_name,
+    skipped,
     verify_fix,
 )
 from orchestrator.errors import OpsBenchError
@@ -74,8 +75,10 @@ class Generator:
 
     def __init__(self, project: cat.Project, cache: Cache, work: Path, seed: str,
                  say: Callable[[str], None] = lambda _m: None, where: str = "host",
-                 sources: list[Path] | None = None) -> None:
+                 sources: list[Path] | None = None, skip: frozenset[str] = frozenset()) -> None:
         self.project, self.cache, self.work, self.seed, self.say = project, cache, work, seed, say
+        self.skip = skip
+        """Instance ids not to draw (a private split's public ones): skipped before any screening or proof."""
         self.where = where
         self.sources = sources or []
         """Output folders of earlier draws, where a pipeline finds the instances it chains."""
@@ -161,6 +164,8 @@ class Generator:
                 break
             draw = Draw("issue", self.project.id, m.describe())
             report.draws.append(draw)
+            if skipped(self, draw):
+                continue
             t0 = time.monotonic()
             text = (self.bench.root / m.path).read_text(encoding="utf-8")
             edit = mutate.mutation_edit(text, m)
@@ -256,6 +261,8 @@ class Generator:
                 break
             draw = Draw("build", self.project.id, cand.describe())
             report.draws.append(draw)
+            if skipped(self, draw):
+                continue
             t0 = time.monotonic()
             why, proof = verify_fix(self.pristine, self.meta, self.tests, cand.edits, cand.reference, self.check,
                                     self.verify_dir("build"), visible_must_pass=False)
@@ -360,10 +367,11 @@ def generate(project_ids: list[str], families: list[str], seed: str, count: int,
              max_draws: int = 0, cache: Cache | None = None, work: Path | None = None,
              say: Callable[[str], None] = lambda _m: None,
              done: Callable[[Report], None] = lambda _r: None, where: str = "host",
-             sources: list[Path] | None = None) -> list[Report]:
+             sources: list[Path] | None = None, skip: frozenset[str] = frozenset()) -> list[Report]:
     """Draw, verify and write up to `count` instances per project and family into `out` (one folder each, plus
     `yields.json`); `max_draws` caps the candidates tried (default 6 x count + 10; 20 x count + 10 for testgen).
-    A pipeline chains instances found under `out` and `sources` (earlier draws' output folders)."""
+    A pipeline chains instances found under `out` and `sources` (earlier draws' output folders). `skip`: instance
+    ids never drawn (counted as draws, with the reason)."""
     catalogue = cat.load()
     cache = cache or default_cache()
     unknown = [f for f in families if f not in FAMILIES]
@@ -375,7 +383,7 @@ def generate(project_ids: list[str], families: list[str], seed: str, count: int,
     reports: list[Report] = []
     with tempfile.TemporaryDirectory(prefix="opsbench-generate-", dir=work) as tmp:
         for project in projects:
-            gen = Generator(project, cache, Path(tmp) / project.id, seed, say, where, [out, *(sources or [])])
+            gen = Generator(project, cache, Path(tmp) / project.id, seed, say, where, [out, *(sources or [])], skip)
             for family in families:
                 if not cache.fetched(project):
                     reports.append(Report(project.id, family, seed, error=f"project {project.id}, step fetch: not "

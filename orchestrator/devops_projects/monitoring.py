@@ -39,7 +39,7 @@ from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects.check import WORKSPACE_IMAGE, WORKSPACE_LIMITS, WORKSPACE_UID
 from orchestrator.devops_projects.fetch import Cache
 from orchestrator.devops_projects.run import language_meta
-from orchestrator.devops_projects.tasks import Draw, Host, Instance, Report, draw_order, instance_id
+from orchestrator.devops_projects.tasks import Draw, Host, Instance, Report, draw_order, instance_id, skipped
 
 ROLE = paths.ROLES_DIR / "fault_workspace_process"
 TEMPLATES = paths.SPECS_DIR
@@ -261,6 +261,8 @@ def generate(host: Host, report: Report, count: int, max_draws: int, prover: Liv
             continue
         draw = Draw("monitoring", project.id, cand.describe())
         report.draws.append(draw)
+        if skipped(host, draw):
+            continue
         t0 = time.monotonic()
         scenario, truth = scenario_docs(project, cand, host.seed, tests, root)
         with tempfile.TemporaryDirectory() as tmp:

@@ -29,7 +29,16 @@ from typing import Any
 import yaml
 
 from orchestrator.devops_projects.run import contract_meta
-from orchestrator.devops_projects.tasks import Draw, Host, Instance, Report, draw_order, instance_id, verify_fix
+from orchestrator.devops_projects.tasks import (
+    Draw,
+    Host,
+    Instance,
+    Report,
+    draw_order,
+    instance_id,
+    skipped,
+    verify_fix,
+)
 
 SOURCE_FAMILIES = ("build", "issue", "testgen")
 
@@ -204,6 +213,8 @@ def generate(host: Host, report: Report, count: int, max_draws: int, sources: li
         what = f"{build.id} then {second.id}"
         draw = Draw("pipeline", project.id, what)
         report.draws.append(draw)
+        if skipped(host, draw, build.id, second.id):
+            continue
         t0 = time.monotonic()
         why, proof = prove(host, build, second)
         draw.verify_s = round(time.monotonic() - t0, 2)

@@ -7,9 +7,10 @@ The held-out workflow of the SRE corpus (docs/generation.md, `--seed-file`) appl
   summaries carry `seed_digest(seed)` instead, and a final leak check fails when the seed is still in any file
   there;
 - the split is disjoint from the public one: an instance whose id is among the public split's (the `--exclude`
-  folders, e.g. the dev split's output folders) is removed after the draw, and so is a pipeline that chains one,
-  each listed in ``split.json`` with the reason. Instance ids hash the project and what was drawn, not the seed, so
-  the same mutation, build cause or anomaly drawn by both seeds has the same id.
+  folders, e.g. the dev split's output folders), and a pipeline that chains one, is skipped by the generator
+  before any screening or proof (a draw with that reason in the yields); whatever is kept is checked again after
+  the draw and removed if public, each listed in ``split.json`` with the reason. Instance ids hash the project and
+  what was drawn, not the seed, so the same mutation, build cause or anomaly drawn by both seeds has the same id.
 
 Nothing else differs: the draw order, the proofs and the files are `generate.generate`'s.
 """
@@ -109,7 +110,10 @@ def generate_private(generate: Callable[..., Sequence[_Report]], project_ids: li
     instances removed as public, and ``kept_private``), the seed's digest and the excluded ids; writes the same
     into ``out/split.json``."""
     public = public_ids(exclude)
-    reports = generate(project_ids, families, seed, count, out, say=lambda m: say(redact(m, seed)), **kwargs)
+    # The generator skips the public ids before screening or proving them (each a draw with its reason); what it
+    # keeps is checked again below, pipelines included, so a generator without that skip still gives a clean split.
+    reports = generate(project_ids, families, seed, count, out, say=lambda m: say(redact(m, seed)),
+                       skip=frozenset(public), **kwargs)
     excluded: dict[str, str] = {}
     summaries = []
     for report in reports:

@@ -287,12 +287,24 @@ class Host(Protocol):
     """The suite's result per mutant screened so far (by `Mutation.key`), whichever family screened it."""
     kept: set[tuple[str, int, int, str, str]]
     """Mutants already kept as an instance (by `Mutation.key`): one family's task per mutant."""
+    skip: frozenset[str]
+    """Instance ids not to draw (a private split's public ones; see `skipped`)."""
 
     def screen(self, m: mutate.Mutation, edit: dict[str, Any]) -> Suite: ...
 
     def verify_dir(self, name: str) -> Path: ...
 
     def say(self, message: str) -> None: ...
+
+
+def skipped(host: Host, draw: Draw, *chained: str) -> bool:
+    """Whether `draw`'s instance, or one it chains, is among `host.skip` (then `draw.reason` says so): a private
+    split leaves the public split's instances out before spending a screening or a proof on them."""
+    iid = instance_id(draw.family, draw.project, draw.what)
+    hit = next((i for i in (iid, *chained) if i in host.skip), "")
+    if hit:
+        draw.reason = "in the public split" if hit == iid else f"chains {hit}, in the public split"
+    return bool(hit)
 
 
 def verify_fix(pristine: Path, meta: dict[str, Any], tests: int, fault: list[dict[str, Any]],

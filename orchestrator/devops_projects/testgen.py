@@ -27,6 +27,7 @@ from orchestrator.devops_projects.tasks import (
     draw_order,
     instance_id,
     package_name,
+    skipped,
     verify_tests,
 )
 from orchestrator.errors import OpsBenchError
@@ -297,6 +298,8 @@ def from_hidden_tests(gen: Host, report: Report, count: int, max_draws: int) -> 
             continue
         draw = Draw("testgen", gen.project.id, f"{m.describe()} (hidden test)")
         report.draws.append(draw)
+        if skipped(gen, draw):
+            continue
         t0 = time.monotonic()
         text = (bench.root / m.path).read_text(encoding="utf-8")
         edit = mutate.mutation_edit(text, m)
@@ -404,6 +407,8 @@ def from_recorded_calls(gen: Host, report: Report, count: int, max_draws: int) -
             break
         draw = Draw("testgen", gen.project.id, m.describe())
         report.draws.append(draw)
+        if skipped(gen, draw):
+            continue
         t0 = time.monotonic()
         text = (bench.root / m.path).read_text(encoding="utf-8")
         edit = mutate.mutation_edit(text, m)

@@ -288,6 +288,7 @@ class FakeHost:
         self.seed, self.tests, self.work = "s4", 2, root / "work"  # a seed whose split gives the mutant to testgen
         self.screened: dict[Any, Any] = {}
         self.kept: set[Any] = set()
+        self.skip: frozenset[str] = frozenset()
         self.said: list[str] = []
         target = mutate.Mutation("pkg/sample.py", 7, 13, "operator", "<", ">", "clamp")
         fail = Failure("test_clamp_mid", "tests/test_sample.py", "assert 1 == 3\n where 1 = clamp(3, 1, 5)")

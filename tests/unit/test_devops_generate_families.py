@@ -30,6 +30,7 @@ class FakeHost:
         self.check = check
         self.said: list[str] = []
         self.cache: Any = None
+        self.skip: frozenset[str] = frozenset()
 
     def verify_dir(self, name: str) -> Path:
         path = self.work / "verify" / name
@@ -130,6 +131,24 @@ def test_monitoring_draws_in_the_seed_order_one_anomaly_each_and_keeps_what_is_p
     other = tasks.Report(proj.id, "monitoring", "s2")
     monitoring.generate(FakeHost(proj, tmp_path, tmp_path, seed="s2"), other, 4, 40, FakeProver(set()))  # type: ignore
     assert [i.id for i in other.instances] != [i.id for i in report.instances]
+
+
+def test_a_public_instance_is_skipped_before_its_proof(tmp_path: Path) -> None:
+    """A private split's generator is told the public split's ids: such a draw is not proven (the live proof is
+    minutes), it is a draw with the reason, and the next candidate takes its place."""
+    proj = project()
+    first = tasks.Report(proj.id, "monitoring", "s1")
+    monitoring.generate(FakeHost(proj, tmp_path, tmp_path), first, 2, 40, FakeProver(set()))  # type: ignore
+    public = first.instances[0]
+    host = FakeHost(proj, tmp_path, tmp_path)
+    host.skip = frozenset({public.id})
+    prover = FakeProver(set())
+    again = tasks.Report(proj.id, "monitoring", "s1")
+    monitoring.generate(host, again, 2, 40, prover)  # type: ignore[arg-type]
+    assert public.provenance["anomaly"] not in prover.seen
+    assert again.draws[0].reason == "in the public split"
+    assert again.instances[0].id == first.instances[1].id  # the next candidate in the seed's order
+    assert public.id not in {i.id for i in again.instances} and len(again.instances) == 2
 
 
 # -- pipeline ------------------------------------------------------------------------------------------------------
@@ -278,3 +297,14 @@ def test_a_written_pipeline_is_proven_again_from_its_files(sources: Path) -> Non
     why, _ = generate.verify_pipeline(proj, pristine, 1, stages, fault, weak, fake_check,  # type: ignore
                                        sources / "v2")
     assert why.startswith("stage write-test: the reference test does not fail on the mutant")
+
+
+def test_a_pipeline_that_chains_a_public_instance_is_skipped_with_the_one_it_chains(tmp_path: Path) -> None:
+    host = FakeHost(project(), tmp_path, tmp_path)
+    host.skip = frozenset({"devops-gen-issue-p-1"})
+    chained = tasks.Draw("pipeline", "p", "devops-gen-build-p-0 then devops-gen-issue-p-1")
+    assert tasks.skipped(host, chained, "devops-gen-build-p-0", "devops-gen-issue-p-1")  # type: ignore[arg-type]
+    assert chained.reason == "chains devops-gen-issue-p-1, in the public split"
+    own = tasks.Draw("pipeline", "p", "devops-gen-build-p-0 then devops-gen-issue-p-2")
+    assert not tasks.skipped(host, own, "devops-gen-build-p-0", "devops-gen-issue-p-2")  # type: ignore[arg-type]
+    assert own.reason == ""

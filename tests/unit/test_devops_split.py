@@ -83,6 +83,8 @@ def test_the_private_split_leaves_out_the_public_instances_and_every_trace_of_th
     result = generate_private(fake, ["go-semver"], ["build", "pipeline"], SEED, 3, out, exclude=[public],
                               say=said.append, where="host")
     assert fake.seen["seed"] == SEED and fake.seen["where"] == "host"  # the generator itself draws with the seed
+    # ... and is told the public ids, to skip them before any proof (what it keeps anyway is removed below)
+    assert fake.seen["skip"] == {"devops-gen-build-go-semver-aaaa0001", "devops-gen-issue-go-semver-aaaa0002"}
     kept = sorted(d.name for d in out.iterdir() if d.is_dir())
     assert kept == ["devops-gen-build-go-semver-bbbb0001", "devops-gen-pipeline-go-semver-bbbb0003"]
     assert result["excluded"] == {
