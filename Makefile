@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: cluster cluster-down devops-projects devops-tasks dev-split heldout agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: cluster cluster-down devops-projects devops-tasks devops-verify dev-split heldout agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
@@ -30,6 +30,7 @@ help:
 	@echo "make heldout SEED_FILE=F     build a held-out split from a private seed file, proven live and recorded [HELDOUT_COUNT=120 K=2 HELDOUT_OUT=... RETRY=1]; resumable"
 	@echo "make devops-projects         fetch, verify, build and test the DevOps upstream projects (live) [IDS='...' WHERE=host|workspace RECORD=1]"
 	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build monitoring pipeline' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=... DEVOPS_FROM='dir ...' RECORD=1]"
+	@echo "make devops-verify           prove every generated DevOps task again from its files [DEVOPS_VERIFY='folders ...' WHERE=host|workspace]"
 	@echo "make lint                    ansible-lint (production), ruff, mypy"
 	@echo "make agents                  install the agent presets' CLIs (Claude Code, Codex, Gemini CLI, OpenCode) under .agents/ (npm, pinned)"
 	@echo "make test-agents             the presets with the real CLIs against scripted model servers (needs make agents)"
@@ -176,6 +177,13 @@ devops-tasks:
 	nice -n 19 $(BIN)/opsbench devops generate --seed $(DEVOPS_SEED) --count $(DEVOPS_COUNT) --out $(DEVOPS_TASKS_OUT) \
 	  $(foreach p,$(IDS),--project $(p)) $(foreach f,$(FAMILIES),--family $(f)) $(foreach d,$(DEVOPS_FROM),--from $(d)) \
 	  $(if $(RECORD),--record)
+
+# The full verification of the generated DevOps tasks: every instance under .opsbench/devops-tasks (or
+# DEVOPS_VERIFY='folders ...') proven again from its files alone, where WHERE says (host or workspace).
+DEVOPS_VERIFY ?= $(wildcard $(CURDIR)/.opsbench/devops-tasks/*)
+devops-verify:
+	@test -n "$(strip $(DEVOPS_VERIFY))" || { echo "make devops-verify: no generated tasks under .opsbench/devops-tasks: run make devops-tasks first"; exit 2; }
+	nice -n 19 $(BIN)/opsbench devops verify-generated --where $(WHERE) $(DEVOPS_VERIFY)
 
 validate:
 	@$(BIN)/opsbench validate
