@@ -159,15 +159,19 @@ NEW_ROLES = {"fault_network_tls_mismatch", "fault_network_mtu_blackhole", "fault
              "fault_config_client_timeout", "fault_app_log_flood"}
 
 
-def _with_distractor() -> list[str]:
-    """The scenarios over these mechanisms that carry a distractor (single-cause and two-cause incidents)."""
+def distractor_scenarios(roles: set[str]) -> list[str]:
+    """The scenarios over `roles` that carry a distractor (single-cause and two-cause incidents)."""
     out = []
     for spec in sorted(paths.SPECS_DIR.glob("*/scenario.yaml")):
         data = yaml.safe_load(spec.read_text())
         faults = data.get("faults") or []
-        if any(f.get("distractor") for f in faults) and {f["role"] for f in faults} & NEW_ROLES:
+        if any(f.get("distractor") for f in faults) and {f["role"] for f in faults} & roles:
             out.append(data["metadata"]["id"])
     return out
+
+
+def _with_distractor() -> list[str]:
+    return distractor_scenarios(set(NEW_ROLES))
 
 
 def test_most_new_scenarios_carry_a_distractor() -> None:
@@ -176,6 +180,10 @@ def test_most_new_scenarios_carry_a_distractor() -> None:
 
 @pytest.mark.parametrize("scenario", _with_distractor())
 def test_naming_the_distractor_as_the_cause_scores_lower(scenario: str, tmp_path: Path) -> None:
+    check_blaming_the_distractor_scores_lower(scenario, tmp_path)
+
+
+def check_blaming_the_distractor_scores_lower(scenario: str, tmp_path: Path) -> None:
     """A scripted agent that blames the distractor instead of the true causes loses localisation and counts a false
     positive; one that names the true causes does not."""
     scn = find_scenario(scenario)

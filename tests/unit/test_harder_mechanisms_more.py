@@ -11,7 +11,6 @@ import ast
 import errno
 import importlib.util
 import itertools
-import json
 import os
 import shutil
 import subprocess
@@ -27,11 +26,9 @@ import yaml
 
 from orchestrator import paths
 from orchestrator.arglimits import limit_problems, load_limits
-from orchestrator.catalog import find_scenario
-from orchestrator.evaluation.diagnosis import score_diagnosis
 from orchestrator.generation.effects import Topology, derive, load_effect_model
-from orchestrator.generation.instances import distractor_targets
 from orchestrator.role_topology import load_topology
+from tests.unit.test_harder_mechanisms import check_blaming_the_distractor_scores_lower, distractor_scenarios
 
 TOPO_DATA = load_topology("shop") or {}
 TOPO = Topology(TOPO_DATA)
@@ -242,13 +239,7 @@ def test_the_start_command_lowers_the_open_file_limit_and_runs_the_service_comma
 
 def _variants() -> list[str]:
     """The scenarios over these mechanisms that carry a distractor."""
-    out = []
-    for spec in sorted(paths.SPECS_DIR.glob("*/scenario.yaml")):
-        data = yaml.safe_load(spec.read_text())
-        faults = data.get("faults") or []
-        if any(f.get("distractor") for f in faults) and {f["role"] for f in faults} & set(NEW_ROLES):
-            out.append(data["metadata"]["id"])
-    return out
+    return distractor_scenarios(set(NEW_ROLES))
 
 
 def test_each_mechanism_has_a_distractor_and_noise_variant() -> None:
@@ -273,23 +264,4 @@ def test_the_retired_catalog_scenario_is_gone_and_its_id_never_reused() -> None:
 def test_naming_the_distractor_as_the_cause_scores_lower(scenario: str, tmp_path: Path) -> None:
     """A scripted agent that blames the distractor instead of the true cause loses localisation and counts a false
     positive; one that names the true cause does not."""
-    scn = find_scenario(scenario)
-    gt = yaml.safe_load(scn.ground_truth_path.read_text())
-    decoys = distractor_targets(scn.faults)
-    assert len(decoys) == 1 and {e["id"]: e.get("rootCause") for e in gt["entities"]}[decoys[0]] is False
-    roots = [e["id"] for e in gt["entities"] if e.get("rootCause")]
-    chain = [{"source": p["source"], "target": p["target"]} for p in gt["propagations"]]
-    symptoms = [{"id": e["id"], "root_cause": False} for e in gt["entities"]
-                if not e.get("rootCause") and e["id"] != decoys[0]]
-    right = {"incident": True, "entities": [*({"id": r, "root_cause": True} for r in roots), *symptoms],
-             "propagations": chain}
-    fooled = {"incident": True, "entities": [{"id": decoys[0], "root_cause": True}, *symptoms],
-              "propagations": [{"source": decoys[0], "target": chain[0]["target"]}, *chain[1:]]}
-    scores = {}
-    for name, output in (("right", right), ("fooled", fooled)):
-        (tmp_path / f"{name}.json").write_text(json.dumps(output))
-        scores[name] = score_diagnosis(tmp_path / f"{name}.json", gt, TOPO_DATA, distractors=decoys)
-    assert scores["right"]["fl_pass"] == 1.0 and scores["right"]["distractor_blamed"] == 0.0
-    assert scores["right"]["false_positives"] == 0
-    assert scores["fooled"]["fl_pass"] == 0.0 and scores["fooled"]["distractor_blamed"] == 1.0
-    assert scores["fooled"]["false_positives"] == 1 and scores["fooled"]["ntam_fl"] < scores["right"]["ntam_fl"]
+    check_blaming_the_distractor_scores_lower(scenario, tmp_path)
