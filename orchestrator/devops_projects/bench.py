@@ -31,6 +31,13 @@ SKIP_DIRS = {"tests", "test", "testdata", "docs", "doc", "_example", "examples",
 REPORT = "opsbench-screen.xml"
 
 
+def _failure(case: ET.Element) -> ET.Element | None:
+    """A JUnit XML test case's <failure> or <error> (pytest's and Surefire's reports alike); None when it passed or
+    was skipped."""
+    found = case.find("failure")
+    return found if found is not None else case.find("error")
+
+
 @dataclass
 class Suite:
     """One run of the tests: the failing test functions (by `key`: file and function) with what the runner said,
@@ -201,12 +208,9 @@ class Bench:
             return Suite(broken=f"pytest left no report (exit {proc.returncode}): {proc.stdout.strip()[-400:]}")
         suite = Suite()
         for case in ET.parse(report).getroot().iter("testcase"):
-            bad = case.find("failure")
+            bad = _failure(case)
             if bad is None:
-                bad = case.find("error")
-            if bad is None:
-                if case.find("skipped") is None:
-                    suite.passed += 1
+                suite.passed += case.find("skipped") is None
                 continue
             classname, name = case.get("classname", ""), case.get("name", "")
             file, cls = self._python_file(classname)
@@ -254,12 +258,9 @@ class Bench:
                 suite.broken = f"a Surefire report does not parse ({file.name}: {exc})"
                 continue
             for case in root.iter("testcase"):
-                bad = case.find("failure")
+                bad = _failure(case)
                 if bad is None:
-                    bad = case.find("error")
-                if bad is None:
-                    if case.find("skipped") is None:
-                        suite.passed += 1
+                    suite.passed += case.find("skipped") is None
                     continue
                 classname, name = case.get("classname", ""), case.get("name", "")
                 method = re.split(r"[(\[{ ]", name, maxsplit=1)[0]
