@@ -49,9 +49,10 @@ def main(argv):
     start = time.monotonic()
     print(f"traffic: {args.rate}/s to {args.base} {args.path} for {args.duration or 'ever'} s", flush=True)
     for n in itertools.count():
-        due = start + n / args.rate
-        if args.duration and due - start >= args.duration:
+        offset = n / args.rate  # from the start, not (start + offset) - start: that rounds either side of the end
+        if args.duration and offset >= args.duration:
             break
+        due = start + offset
         if stop.wait(max(0.0, due - time.monotonic())):
             break
         if slots.acquire(blocking=False):  # the target is too slow to keep up: skip rather than pile up
