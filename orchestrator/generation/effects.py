@@ -46,6 +46,8 @@ deploy publishes the topology without them (env_shop's `env_shop_model_facts`), 
 graph as before, not the generator's model of it."""
 ENTRY_ERROR_SHARE = 0.05
 """The share of the users' requests that must fail for CustomerErrorsHigh (its rule: non-2xx over all > 0.05)."""
+CALLER_ERROR_SHARE = 0.05
+"""The share of a service's requests that must fail for ServiceErrorRateHigh (its rule: 5xx over all > 0.05)."""
 ENTRY_SHARE_NEEDED = 1.5 * ENTRY_ERROR_SHARE
 """What a derivation asks of a fault whose only alert is the users' one: a margin of 1.5 over the rule's threshold,
 since the rate over 15 s and the rule's `for` need the share above it all along, not on average."""
@@ -388,6 +390,21 @@ def _users_share_too_small(model: EffectModel, topo: Topology, paths: list[list[
     return min(best, 1.0) < ENTRY_SHARE_NEEDED
 
 
+def _source_share_too_small(model: EffectModel, topo: Topology, source: str | None, walk: str,
+                            carried: tuple[str, ...], args: dict[str, Any] | None) -> bool:
+    """Whether a fault that fails a share of the calls on one path leaves the source's own 5xx share (that share
+    times the source's calls per request on the edge) under ServiceErrorRateHigh's threshold (5xx over all > 0.05):
+    an edge the source seldom calls (recommendation refreshes its product list from catalog about once a minute: 0.004
+    calls per request) shows no alert at any share. No margin over the threshold, unlike the users' alert: aborts of
+    0.8 on frontend -> checkout (0.06 of the frontend's requests) fired in both dev-split instances that drew them.
+    Unknown share or calls per request keep the derivation as it is."""
+    if not source or "errors" not in carried:
+        return False
+    share = _number((args or {}).get(model.share_arg)) if model.share_arg else None
+    calls = topo.calls.get((source, walk))
+    return share is not None and calls is not None and min(share * calls, 1.0) < CALLER_ERROR_SHARE
+
+
 def _edge_effect(model: EffectModel, fact: str | None, carried: tuple[str, ...], first: bool) -> str:
     """The effect text of one propagation: the model's own, or for a model that follows an edge fact its text for
     that fact on the source's edge, and a passed-on 4xx above it."""
@@ -425,7 +442,8 @@ def derive(model: EffectModel, target: str, topo: Topology, source: str | None =
     first_edge = (source, walk) if fact is not None else None
     silent = fact is not None and not carried
     if _quota_does_not_bind(model, walk, topo, args) or (
-            carried == ("rejections",) and _users_share_too_small(model, topo, paths, args)):
+            carried == ("rejections",) and _users_share_too_small(model, topo, paths, args)) or (
+            _source_share_too_small(model, topo, source, walk, carried, args)):
         carried, silent = (), True
     cut: list[list[str]] = []
     for path in paths:  # a caller that degrades gracefully ends the chain (and one that shows nothing of the fault)

@@ -194,3 +194,35 @@ def test_the_published_topology_leaves_the_model_facts_out() -> None:
     used = {k for item in [*declared["entities"], *declared["edges"]] for k in item}
     assert used >= MODEL_FACTS
 
+
+
+def aborted(source: str, target: str, probability: float | None) -> list[tuple[str, str]]:
+    args = {"source": source, "target": target} | ({"probability": probability} if probability is not None else {})
+    truth = derive(load_effect_model("fault_http_abort"), target, shop(), source=source, args=args)
+    return [(a["name"], a["entity"]) for a in truth["alerts"]]
+
+
+@pytest.mark.parametrize("probability", [0.5, 0.8, 1.0])
+def test_an_abort_on_a_call_the_source_seldom_makes_derives_no_alert(probability: float) -> None:
+    # recommendation calls catalog about once a minute (0.004 calls per request): at any share its 5xx stay far
+    # under ServiceErrorRateHigh's 0.05 (a held-out draw of this edge at 0.5 never fired in 90 s, 2026-12-05)
+    assert aborted("recommendation", "catalog", probability) == []
+
+
+@pytest.mark.parametrize(("source", "target"), [("checkout", "payment"), ("frontend", "catalog"), ("frontend", "cart")])
+@pytest.mark.parametrize("probability", [0.5, 0.8])
+def test_an_abort_on_a_busy_call_raises_the_sources_error_alert(source: str, target: str, probability: float) -> None:
+    assert aborted(source, target, probability) == [("ServiceErrorRateHigh", source)]
+
+
+def test_the_share_times_the_calls_per_request_must_clear_the_sources_threshold() -> None:
+    # frontend -> checkout: 0.075 calls per request. 0.8 x 0.075 = 0.06 is over ServiceErrorRateHigh's 0.05 (both
+    # dev-split instances of it fired); 0.5 x 0.075 = 0.0375 is not
+    assert aborted("frontend", "checkout", 0.8) == [("ServiceErrorRateHigh", "frontend")]
+    assert aborted("frontend", "checkout", 0.5) == []
+    assert aborted("frontend", "checkout", None) == [("ServiceErrorRateHigh", "frontend")]  # no share known: kept
+    topo = shop()
+    topo.calls[("frontend", "checkout")] = 0.5  # a busier edge: the smaller share shows too
+    truth = derive(load_effect_model("fault_http_abort"), "checkout", topo, source="frontend",
+                   args={"source": "frontend", "target": "checkout", "probability": 0.5})
+    assert [(a["name"], a["entity"]) for a in truth["alerts"]] == [("ServiceErrorRateHigh", "frontend")]
