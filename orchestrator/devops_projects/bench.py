@@ -264,6 +264,9 @@ class Bench:
                     continue
                 classname, name = case.get("classname", ""), case.get("name", "")
                 method = re.split(r"[(\[{ ]", name, maxsplit=1)[0]
+                trace = bad.text or f"{bad.get('type', '')}: {bad.get('message', '')}"
+                # An inherited test runs in the subclass Surefire names but is written (and hidden) in its base.
+                classname = _declaring_class(self.root, classname, method, trace)
                 outer = classname.split("$", 1)[0]
                 rel = f"src/test/java/{outer.replace('.', '/')}.java"
                 if not method or not (self.root / rel).is_file():
@@ -273,7 +276,6 @@ class Bench:
                 key = f"{rel}::{nested}.{method}"
                 if key in suite.failed:
                     continue
-                trace = bad.text or f"{bad.get('type', '')}: {bad.get('message', '')}"
                 suite.failed[key] = Failure(test=method, file=rel,
                                             detail=_java_statement(self.root / rel, outer, trace) + trace)
         if proc.returncode != 0 and not suite.failed and not suite.broken:
@@ -358,6 +360,20 @@ class Bench:
 def _go_module(root: Path) -> str:
     match = re.search(r"^module\s+(\S+)", (root / "go.mod").read_text(), re.M)
     return match.group(1) if match else ""
+
+
+def _declaring_class(root: Path, classname: str, method: str, trace: str) -> str:
+    """The test class that declares the failing `method`: the owner of the stack trace's frame running that method
+    when it is a class of the project's test sources (`src/test/java`), else `classname`, the class Surefire
+    reports. A test method inherited from a base class (commons-cli's `AbstractParserTestCase`) is reported under
+    the subclass that ran it, whose file does not declare it; a frame names the class that does."""
+    if not method:
+        return classname
+    for frame in re.finditer(rf"at (?:[\w.@-]*/)*([\w$.]+)\.{re.escape(method)}\(", trace):
+        owner = frame.group(1)
+        if (root / "src" / "test" / "java" / f"{owner.split('$', 1)[0].replace('.', '/')}.java").is_file():
+            return owner
+    return classname
 
 
 def _java_statement(test_file: Path, outer: str, trace: str) -> str:

@@ -77,6 +77,9 @@ def _go_lines(detail: str) -> list[str]:
 JAVA_FRAME = re.compile(r"^\s*at ([\w$.<>]+)\.([\w$<>]+)\(([^)]*)\)")
 JAVA_MACHINERY = ("java.", "javax.", "jdk.", "sun.", "org.junit.", "junit.", "org.opentest4j.", "org.apache.maven.",
                   "org.hamcrest.", "org.assertj.", "org.mockito.")
+JAVA_TEST_CLASS = re.compile(r"Test(?:s|Case)?(?:\$|$)")
+"""A test class's name (`FooTest`, `FooTests`, a base class `AbstractParserTestCase`, nested ones too): its frames
+are the test's own, never quoted."""
 JAVA_ASSERTIONS = ("AssertionFailedError", "AssertionError", "ComparisonFailure", "MultipleFailuresError",
                    "AssertionFailure")
 
@@ -98,7 +101,7 @@ def _java_lines(detail: str) -> list[str]:
         if frame:
             seen_frame = True
             owner, method = frame.group(1), frame.group(2)
-            if owner.startswith(JAVA_MACHINERY) or owner.endswith("Test") or "Test$" in owner \
+            if owner.startswith(JAVA_MACHINERY) or JAVA_TEST_CLASS.search(owner) \
                     or TEST_NAMES.search(owner.rsplit(".", 1)[-1]):
                 if not owner.startswith(JAVA_MACHINERY):
                     break  # the test's own frame: what follows is the test framework

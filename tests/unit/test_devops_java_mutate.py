@@ -201,6 +201,69 @@ def test_a_surefire_report_gives_the_failing_methods_with_the_statement_that_fai
     assert "Assert.fail" not in body and "ParentRunner" not in body and "JUnit" in body
 
 
+BASE_TESTS = """package sample;
+
+import static org.junit.Assert.assertEquals;
+
+import org.junit.Test;
+
+public abstract class AbstractRangesTestCase {
+
+    protected abstract Ranges ranges();
+
+    @Test
+    public void testClampHigh() {
+        assertEquals(5, ranges().clamp(9, 1, 5));
+    }
+}
+"""
+
+INHERITED = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="sample.RangesTest" tests="2" failures="1" errors="0" skipped="0">
+  <testcase name="testEmpty" classname="sample.RangesTest" time="0.01"/>
+  <testcase name="testClampHigh" classname="sample.RangesTest" time="0.01">
+    <failure message="expected:&lt;5&gt; but was:&lt;9&gt;" type="java.lang.AssertionError">
+java.lang.AssertionError: expected:&lt;5&gt; but was:&lt;9&gt;
+	at org.junit.Assert.fail(Assert.java:89)
+	at org.junit.Assert.assertEquals(Assert.java:633)
+	at sample.AbstractRangesTestCase.testClampHigh(AbstractRangesTestCase.java:13)
+	at java.base/jdk.internal.reflect.NativeMethodAccessorImpl.invoke0(Native Method)
+</failure>
+  </testcase>
+</testsuite>
+"""
+
+
+def test_an_inherited_test_is_read_as_its_base_class_method_and_never_quoted(tmp_path: Path) -> None:
+    """Surefire names the subclass that ran an inherited test; the method is declared (and must be hidden) in the
+    base class its frame names, and that frame is the test's, not the library's (commons-cli's parser tests)."""
+    report = tmp_path / "TEST-sample.RangesTest.xml"
+    report.write_text(INHERITED)
+    bench = _java_bench(tmp_path, f"check:\n\tmkdir -p target/surefire-reports\n\tcp {report} target/surefire-reports/"
+                                  "\n\texit 1\n")
+    (bench.root / "src" / "test" / "java" / "sample" / "AbstractRangesTestCase.java").write_text(BASE_TESTS)
+    suite = bench.run(timeout=30)
+    assert not suite.broken and suite.passed == 1
+    rel = "src/test/java/sample/AbstractRangesTestCase.java"
+    assert list(suite.failed) == [f"{rel}::AbstractRangesTestCase.testClampHigh"]
+    failure = suite.failed[f"{rel}::AbstractRangesTestCase.testClampHigh"]
+    assert failure.file == rel and failure.detail.startswith("> assertEquals(5, ranges().clamp(9, 1, 5));\n")
+    title, body = issue_text.write_issue("java-commons-cli", "java", "commons-cli:commons-cli", [failure])
+    assert "expected:<5> but was:<9>" in body and "AbstractRangesTestCase" not in body
+    assert issue_text.leaks(title + body, ["testClampHigh", "AbstractRangesTestCase.java"]) == []
+
+
+def test_a_test_method_of_no_test_file_is_still_reported_under_surefires_class(tmp_path: Path) -> None:
+    """A frame of the failing method's name in a class outside the test sources does not move the failure."""
+    report = tmp_path / "TEST-sample.RangesTest.xml"
+    report.write_text(INHERITED.replace("sample.AbstractRangesTestCase.testClampHigh(AbstractRangesTestCase.java:13)",
+                                        "other.Elsewhere.testClampHigh(Elsewhere.java:13)"))
+    bench = _java_bench(tmp_path, f"check:\n\tmkdir -p target/surefire-reports\n\tcp {report} target/surefire-reports/"
+                                  "\n\texit 1\n")
+    suite = bench.run(timeout=30)
+    assert list(suite.failed) == ["src/test/java/sample/RangesTest.java::RangesTest.testClampHigh"]
+
+
 def test_a_mutant_that_does_not_compile_is_broken_not_read_from_old_reports(tmp_path: Path) -> None:
     bench = _java_bench(tmp_path, "check:\n\t@echo '[ERROR] COMPILATION ERROR : Ranges.java:[3,1] cannot find symbol'"
                                   "\n\texit 1\n")
