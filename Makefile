@@ -27,7 +27,7 @@ help:
 	@echo "make docs                    regenerate the reference docs and catalogs"
 	@echo "make verify-scenarios        prove every SRE scenario manifests and recovers [IDS='...' REPEATS=3]"
 	@echo "make dev-split               build the public dev split: every template, seed opsbench-dev-1, proven live and recorded [COUNT=270 K=2 CORPUS_OUT=...]; resumable"
-	@echo "make heldout SEED_FILE=F     build a held-out split from a private seed file, proven live and recorded [HELDOUT_COUNT=120 K=2 HELDOUT_OUT=... RETRY=1]; resumable"
+	@echo "make heldout SEED_FILE=F     build a held-out split from a private seed file, none of the dev split's incidents, proven live and recorded [HELDOUT_COUNT=120 K=2 HELDOUT_OUT=... RETRY=1]; resumable"
 	@echo "make devops-projects         fetch, verify, build and test the DevOps upstream projects (live) [IDS='...' WHERE=host|workspace RECORD=1]"
 	@echo "make devops-tasks            draw and verify DevOps tasks from the fetched upstream projects [IDS='...' FAMILIES='issue testgen build monitoring pipeline' DEVOPS_SEED=... DEVOPS_COUNT=3 DEVOPS_TASKS_OUT=... DEVOPS_FROM='dir ...' RECORD=1]"
 	@echo "make devops-verify           prove every generated DevOps task again from its files [DEVOPS_VERIFY='folders ...' WHERE=host|workspace]"
@@ -149,10 +149,14 @@ dev-split:
 # are built. Resumable like dev-split.
 HELDOUT_COUNT ?= 120
 HELDOUT_OUT ?= $(CURDIR)/.opsbench/corpora/heldout
+# The public dev split's incidents, drawn again from its published seed (milliseconds; nothing recorded): the held-out
+# split holds none of them (--exclude).
+DEV_DRAWS := $(CURDIR)/.opsbench/generated/dev-split-draws
 heldout:
 	@test -n "$(SEED_FILE)" || { echo "make heldout: set SEED_FILE=<a private seed file> (head -c 32 /dev/urandom | base64 > FILE)"; exit 2; }
+	rm -rf $(DEV_DRAWS) && $(BIN)/opsbench generate --all-templates --seed opsbench-dev-1 --count $(COUNT) --out $(DEV_DRAWS) > /dev/null
 	$(BIN)/opsbench corpus build --all-templates --seed-file $(SEED_FILE) --count $(HELDOUT_COUNT) --parallel $(K) \
-	  --out $(HELDOUT_OUT) $(if $(RETRY),--retry-dropped); status=$$?; \
+	  --exclude $(DEV_DRAWS) --out $(HELDOUT_OUT) $(if $(RETRY),--retry-dropped); status=$$?; \
 	  $(BIN)/opsbench corpus card $(HELDOUT_OUT) $(foreach c,dev fixed,$(if $(wildcard $(CURDIR)/.opsbench/corpora/$(c)/build.json),--compare $(CURDIR)/.opsbench/corpora/$(c))) > /dev/null; \
 	  exit $$status
 

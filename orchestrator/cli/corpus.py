@@ -32,6 +32,9 @@ def corpus() -> None:
               help="A file whose first line is the seed (a private one for a held-out split; never printed or "
                    "written).")
 @click.option("--count", default=0, type=click.IntRange(0, 100000), help="Instances to draw in all.")
+@click.option("--exclude", "exclude", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="A public split's folder (what `opsbench generate` writes, or a built corpus): no instance drawn "
+                   "is an incident there (the same faults, arguments, distractors, offset and load). Repeatable.")
 @click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="The corpus folder: new or empty, or one this build started (to resume it).")
 @click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 8),
@@ -46,29 +49,30 @@ def corpus() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the build record as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def build(templates: tuple[str, ...], every: bool, scenarios: tuple[str, ...], reuse: Path | None,
-          seed: str | None, seed_file: Path | None, count: int, out: Path, parallel: int, replays: int,
-          window_cap: float, retry_dropped: bool, as_json: bool, quiet: bool) -> None:
+          seed: str | None, seed_file: Path | None, count: int, exclude: tuple[Path, ...], out: Path, parallel: int,
+          replays: int, window_cap: float, retry_dropped: bool, as_json: bool, quiet: bool) -> None:
     """Draw COUNT instances from TEMPLATES with a seed, prove each live and record it as a snapshot in one trial,
     drop what does not manifest or recover, replay the baseline agent on each, check that nothing an agent reads
     names a template, mechanism or fault, and index the corpus. Run it again with the same arguments to resume.
     Exit 1 when an instance was dropped or a leak was found (the record says which)."""
-    from orchestrator.catalog import find_scenario, template_ids
     from orchestrator.corpus.card import card, render
+    from orchestrator.draw import excluded_incidents
     from orchestrator.harness.corpus_build import BuildRequest
     from orchestrator.harness.corpus_build import build as build_corpus
-    from orchestrator.harness.record import not_replayable
+    from orchestrator.harness.record import replayable_templates
 
     names = tuple(n for value in templates for n in value.split())
     if every:
         if names:
             raise click.UsageError("give --templates or --all-templates, not both")
-        names = tuple(t for t in template_ids() if not not_replayable(find_scenario(t)))
+        names = replayable_templates()
     fixed = tuple(n for value in scenarios for n in value.split())
     the_seed = read_seed(seed, seed_file) if names else None
     if fixed and (seed or seed_file):
         raise click.UsageError("--seed and --seed-file draw from templates: give none with --scenarios")
     req = BuildRequest(templates=names, scenarios=fixed, seed=the_seed, count=count, replays=replays,
-                       parallel=parallel, window_cap_s=window_cap * 60, reuse=reuse, retry_dropped=retry_dropped)
+                       parallel=parallel, window_cap_s=window_cap * 60, reuse=reuse, retry_dropped=retry_dropped,
+                       exclude=excluded_incidents(exclude))
     record = build_corpus(req, out, progress(quiet), echo_err(quiet))
     dropped = [i for i in record["instances"] if i["status"] == "dropped"]
     leaks = record["leak_check"]["leaks"]

@@ -97,30 +97,46 @@ def incident_key(spec: dict[str, Any]) -> str:
     return json.dumps([*key, spec["timing"]] if "timing" in spec else key, sort_keys=True)
 
 
-def generate(templates: list[Template], seed: str, count: int) -> Generated:
+def generate(templates: list[Template], seed: str, count: int, exclude: frozenset[str] = frozenset()) -> Generated:
     """`count` instances drawn from `templates` with `seed` (see the module's docstring). Each template walks its
     variations in an order its own stream shuffles, keeping draws until it has its share: a draw that shows no
-    alert (for a CUJ template: that breaks no journey step), or that repeats an incident already drawn, is dropped
-    with its reason and the next one is taken."""
+    alert (for a CUJ template: that breaks no journey step), that repeats an incident already drawn, or whose
+    `incident_key` is in `exclude` (an incident of another split) is dropped with its reason and the next one is
+    taken. Shares a template cannot fill go, one at a time in the templates' order, to those with draws left."""
     out = Generated()
     seen: dict[str, str] = {}
-    for template, n in zip(templates, shares(count, templates), strict=True):
-        rng = _rng(seed, template.scenario.id)
-        kept = 0
-        for variation in rng.sample(template.variations, len(template.variations)):
-            if kept == n:
-                break
+    orders = {t.scenario.id: iter(_rng(seed, t.scenario.id).sample(t.variations, len(t.variations)))
+              for t in templates}
+
+    def take(template: Template) -> bool:
+        for variation in orders[template.scenario.id]:
             inst = build(template, variation, instance_id(seed, template.scenario.id, variation))
             reason = ("no journey step would fail: the browser shows nothing" if inst.cuj and not inst.cuj.steps else
                       "no alert would fire: nothing shows the incident" if not inst.cuj
                       and not inst.ground_truth["alerts"] else
-                      f"the same incident as {seen[key]}" if (key := incident_key(inst.spec)) in seen else "")
+                      f"the same incident as {seen[key]}" if (key := incident_key(inst.spec)) in seen else
+                      "an incident of an excluded split" if key in exclude else "")
             if reason:
                 out.dropped.append({"template": template.scenario.id, "draw": variation.key(), "reason": reason})
                 continue
             seen[key] = inst.id
             out.instances.append(inst)
+            return True
+        return False
+
+    short = 0
+    for template, n in zip(templates, shares(count, templates), strict=True):
+        kept = 0
+        while kept < n and take(template):
             kept += 1
+        short += n - kept
+    while short:
+        took = 0
+        for template in templates:
+            if short and take(template):
+                short, took = short - 1, took + 1
+        if not took:
+            break
     return out
 
 

@@ -78,11 +78,17 @@ class BuildRequest:
     current spec version) is not recorded again: the newest is copied in."""
     retry_dropped: bool = False
     """Resuming: record the instances an earlier run dropped again (not part of the request's key)."""
+    exclude: frozenset[str] = frozenset()
+    """Incidents no instance may be: a public split's (`draw.excluded_incidents`), for a held-out split apart from
+    it."""
 
     def key(self) -> dict[str, Any]:
-        """What a resumed build must match: the seed only by its hash."""
-        return {"templates": list(self.templates), "scenarios": list(self.scenarios), "count": self.count,
-                "seed_sha256": hashlib.sha256(self.seed.encode()).hexdigest() if self.seed is not None else None}
+        """What a resumed build must match: the seed only by its hash, an exclusion by the hash of its incidents."""
+        key = {"templates": list(self.templates), "scenarios": list(self.scenarios), "count": self.count,
+               "seed_sha256": hashlib.sha256(self.seed.encode()).hexdigest() if self.seed is not None else None}
+        if self.exclude:
+            key["exclude_sha256"] = hashlib.sha256("\n".join(sorted(self.exclude)).encode()).hexdigest()
+        return key
 
 
 def _check_request(req: BuildRequest) -> None:
@@ -93,6 +99,8 @@ def _check_request(req: BuildRequest) -> None:
         raise OpsBenchError("a generated corpus needs a seed (--seed or --seed-file) and --count")
     if req.replays < 0:
         raise OpsBenchError("--replays must be 0 or more")
+    if req.exclude and not req.templates:
+        raise OpsBenchError("--exclude keeps a generated split apart from another: give it with templates")
     if req.reuse is not None and req.templates:
         raise OpsBenchError("--reuse-snapshots freezes fixed scenarios from earlier recordings: give it with "
                             "--scenarios, not with templates (a generated instance is recorded when it is drawn)")
@@ -108,6 +116,7 @@ def _prepare_out(out: Path, req: BuildRequest) -> dict[str, Any] | None:
     if previous is not None:
         was, now = previous.get("request") or {}, req.key()
         grows = (bool(was.get("templates")) and bool(now["templates"]) and was.get("seed_sha256") == now["seed_sha256"]
+                 and was.get("exclude_sha256") == now.get("exclude_sha256")
                  and isinstance(was.get("count"), int) and now["count"] >= was["count"])
         if was != now and not grows:
             raise OpsBenchError(f"{out} holds a corpus built with other arguments ({layout.BUILD_RECORD} request "
@@ -133,7 +142,7 @@ def _draw(req: BuildRequest, out: Path) -> tuple[list[dict[str, Any]], list[dict
             why = not_replayable(find_scenario(name))
             if why:
                 raise OpsBenchError(f"template {name} cannot make a frozen corpus: its instances {why}")
-        drawn = generate_into(req.templates, req.seed, req.count, scenarios_dir)
+        drawn = generate_into(req.templates, req.seed, req.count, scenarios_dir, req.exclude)
         models = {t: load_template(find_scenario(t)) for t in req.templates}
         instances = [{"id": i["id"], "template": i["template"], "draw": i["draw"],
                       "mechanism": models[i["template"]].model.mechanism,

@@ -54,6 +54,13 @@ DEFAULT_WINDOW_CAP_S = 1800.0
 STAGING_PREFIX = ".recording-"
 
 
+def replayable_templates() -> tuple[str, ...]:
+    """Every template of the catalog whose instances can be frozen (`--all-templates`)."""
+    from orchestrator.catalog import find_scenario, template_ids
+
+    return tuple(t for t in template_ids() if not not_replayable(find_scenario(t)))
+
+
 def not_replayable(scn: Scenario) -> str | None:
     """Why `scn` cannot be recorded for replay, or None when it can."""
     if scn.backend not in REPLAYABLE_BACKENDS:

@@ -67,7 +67,8 @@ def test_the_traffic_helper_sends_each_path_with_its_method_and_ignores_errors()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
-        # 6 requests at 50/s (at 0, 0.02 ... 0.10 s): the helper stops at its duration (0.11 s), whatever the answers were.
+        # 6 requests at 50/s (at 0, 0.02 ... 0.10 s): the helper stops at its duration (0.11 s), whatever the answers
+        # were.
         rc = TRAFFIC.main([f"--base={base}", "--path=/ok", "--path=POST /send", "--path=/missing", "--rate=50",
                            "--duration=0.11", "--timeout=2"])
         assert rc == 0

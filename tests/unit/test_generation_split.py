@@ -1,0 +1,82 @@
+"""A held-out split drawn apart from a public one (`--exclude`): no instance of it is an incident of the public one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.catalog import find_scenario
+from orchestrator.cli import main
+from orchestrator.draw import excluded_incidents, generate_into
+from orchestrator.errors import OpsBenchError
+from orchestrator.generation.instances import generate, incident_key
+from orchestrator.generation.templates import load_template
+from orchestrator.harness.corpus_build import BuildRequest, _check_request, _prepare_out
+
+TEMPLATES = ("shop-cart-down", "shop-checkout-payment-abort")
+
+
+def tree(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_no_instance_of_the_private_split_is_an_incident_of_the_public_one(tmp_path: Path) -> None:
+    public = generate_into(TEMPLATES, "public-seed", 20, tmp_path / "public")
+    incidents = excluded_incidents([tmp_path / "public"])
+    assert len(incidents) == public["count"] == 20
+    private = generate_into(TEMPLATES, "private-seed", 20, tmp_path / "private", incidents)
+    assert private["count"] == 20
+    assert excluded_incidents([tmp_path / "private"]).isdisjoint(incidents)
+    assert any(d["reason"] == "an incident of an excluded split" for d in private["dropped"])
+    # without the exclusion the same private seed draws some of the public incidents (the test means something)
+    free = generate([load_template(find_scenario(t)) for t in TEMPLATES], "private-seed", 20)
+    assert any(incident_key(i.spec) in incidents for i in free.instances)
+
+
+def test_a_built_corpus_folder_excludes_as_well(tmp_path: Path) -> None:
+    generate_into(TEMPLATES, "public-seed", 6, tmp_path / "corpus" / "scenarios")
+    assert excluded_incidents([tmp_path / "corpus"]) == excluded_incidents([tmp_path / "corpus" / "scenarios"])
+    assert len(excluded_incidents([tmp_path / "corpus"])) == 6
+
+
+def test_a_template_the_exclusion_empties_gives_its_share_to_the_others(tmp_path: Path) -> None:
+    cart = load_template(find_scenario("shop-cart-down"))
+    everything = frozenset(incident_key(i.spec) for i in generate([cart], "s", len(cart.variations)).instances)
+    both = [cart, load_template(find_scenario("shop-checkout-payment-abort"))]
+    drawn = generate(both, "s", 10, everything)
+    assert len(drawn.instances) == 10
+    assert {i.template for i in drawn.instances} == {"shop-checkout-payment-abort"}
+
+
+def test_without_an_exclusion_the_draw_is_unchanged(tmp_path: Path) -> None:
+    generate_into(TEMPLATES, "seed-a", 12, tmp_path / "a")
+    generate_into(TEMPLATES, "seed-a", 12, tmp_path / "b", frozenset())
+    assert tree(tmp_path / "a") == tree(tmp_path / "b")
+
+
+def test_an_exclusion_folder_without_instances_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(OpsBenchError, match="no generated instance there"):
+        excluded_incidents([tmp_path / "empty"])
+    result = CliRunner().invoke(main, ["generate", "--all-templates", "--seed", "x", "--count", "3", "--out",
+                                       str(tmp_path / "out"), "--exclude", str(tmp_path / "empty")])
+    assert result.exit_code != 0 and "no generated instance there" in result.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_build_resumes_only_with_the_same_exclusion(tmp_path: Path) -> None:
+    out = tmp_path / "corpus"
+    req = BuildRequest(templates=TEMPLATES, seed="s", count=4, exclude=frozenset({"a"}))
+    assert _prepare_out(out, req) is None
+    (out / "build.json").write_text(json.dumps({"request": req.key(), "instances": []}))
+    assert _prepare_out(out, req) is not None
+    for other in (frozenset({"b"}), frozenset()):
+        with pytest.raises(OpsBenchError, match="other arguments"):
+            _prepare_out(out, BuildRequest(templates=TEMPLATES, seed="s", count=4, exclude=other))
+    with pytest.raises(OpsBenchError, match="--exclude"):
+        _check_request(BuildRequest(scenarios=("shop-cart-down",), exclude=frozenset({"a"})))
