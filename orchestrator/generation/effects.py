@@ -44,6 +44,11 @@ MODEL_FACTS = frozenset({"unreadable", "calls_per_request", "cpu_demand"})
 """Topology keys that only the effect models read (measured or read from the code, for deriving instances): the
 deploy publishes the topology without them (env_shop's `env_shop_model_facts`), so agents see the application's
 graph as before, not the generator's model of it."""
+CALL_TIMEOUT_MS = 3000
+"""How long a shop service waits for a call before it answers an error itself (the app's client timeout,
+roles/env_shop/files/app/shop/client.py DEFAULT_TIMEOUT; tested to agree)."""
+CALL_TIMEOUTS_MS = {("frontend", "checkout"): 10000}
+"""Calls that wait longer: the frontend for checkout, which makes calls of its own (frontend.py CHECKOUT_TIMEOUT)."""
 ENTRY_ERROR_SHARE = 0.05
 """The share of the users' requests that must fail for CustomerErrorsHigh (its rule: non-2xx over all > 0.05)."""
 CALLER_ERROR_SHARE = 0.05
@@ -390,6 +395,27 @@ def _users_share_too_small(model: EffectModel, topo: Topology, paths: list[list[
     return min(best, 1.0) < ENTRY_SHARE_NEEDED
 
 
+def timeout_ms(caller: str, callee: str) -> int:
+    return CALL_TIMEOUTS_MS.get((caller, callee), CALL_TIMEOUT_MS)
+
+
+def delay_of(model: EffectModel, args: dict[str, Any]) -> float | None:
+    """The delay (ms) a fault adds to each call, from the model's `delay_arg` (None: the model declares none)."""
+    data = read_yaml(effects_file(model.role))
+    arg = data.get("delay_arg") if isinstance(data, dict) else None
+    return float(args[arg]) if arg and args.get(arg) is not None else None
+
+
+def breaks_calls(model: EffectModel, target: str, topo: Topology, source: str | None, args: dict[str, Any]) -> bool:
+    """Whether the fault makes the calls it reaches fail rather than only slow them: its callers see errors, or its
+    delay passes the timeout of every caller it delays (then each answers an error itself)."""
+    if "errors" in model.caller_effects:
+        return True
+    delay = delay_of(model, args)
+    callers = [source] if source else topo.system_callers(target)
+    return delay is not None and bool(callers) and all(delay > timeout_ms(c, target) for c in callers)
+
+
 def _source_share_too_small(model: EffectModel, topo: Topology, source: str | None, walk: str,
                             carried: tuple[str, ...], args: dict[str, Any] | None) -> bool:
     """Whether a fault on one call path reaches too few of the source's requests for its own alert: the share of the
@@ -408,11 +434,9 @@ def _source_share_too_small(model: EffectModel, topo: Topology, source: str | No
     share = _number((args or {}).get(model.share_arg)) if model.share_arg else 1.0
     if calls is None or share is None:
         return False
-    if share >= 1.0 and topo.edge_fact(source, walk, "unreadable") == "cached":
-        from orchestrator.generation.journeys import breaks_calls  # it builds on this module
-
-        if breaks_calls(model, walk, topo, source, args or {}):  # errors, or a delay past the source's timeout
-            return False
+    if (share >= 1.0 and topo.edge_fact(source, walk, "unreadable") == "cached"
+            and breaks_calls(model, walk, topo, source, args or {})):  # errors, or a delay past the source's timeout
+        return False
     return min(share * calls, 1.0) < CALLER_ERROR_SHARE
 
 

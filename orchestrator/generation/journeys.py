@@ -22,14 +22,8 @@ from typing import Any
 
 from orchestrator.cuj.journeys import SHOP_JOURNEYS, SHOP_STEP_NEEDS
 from orchestrator.errors import OpsBenchError
-from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, EffectModel, Topology, effects_file
-from orchestrator.yamlfile import read_yaml
+from orchestrator.generation.effects import CALLER_ALERTS, ENTRY_ALERTS, EffectModel, Topology, breaks_calls
 
-CALL_TIMEOUT_MS = 3000
-"""How long a shop service waits for a call before it answers an error itself (the app's client timeout,
-roles/env_shop/files/app/shop/client.py DEFAULT_TIMEOUT; tested to agree)."""
-CALL_TIMEOUTS_MS = {("frontend", "checkout"): 10000}
-"""Calls that wait longer: the frontend for checkout, which makes calls of its own (frontend.py CHECKOUT_TIMEOUT)."""
 FAMILIES = {"net": ("network", "console"), "dom": ("screenshot", "dom")}
 """The check_cuj evidence families a failing step surely carries, by how it shows: a failed request is in the network
 log and the console; a page rendered without its content has only its screenshot and DOM to show it."""
@@ -69,27 +63,6 @@ def pages_service(topo: Topology) -> str:
     if len(called) != 1:
         raise OpsBenchError(f"browser journeys need one service behind the entry {topo.entries}, not {called}")
     return called[0]
-
-
-def timeout_ms(caller: str, callee: str) -> int:
-    return CALL_TIMEOUTS_MS.get((caller, callee), CALL_TIMEOUT_MS)
-
-
-def delay_of(model: EffectModel, args: dict[str, Any]) -> float | None:
-    """The delay (ms) a fault adds to each call, from the model's `delay_arg` (None: the model declares none)."""
-    data = read_yaml(effects_file(model.role))
-    arg = data.get("delay_arg") if isinstance(data, dict) else None
-    return float(args[arg]) if arg and args.get(arg) is not None else None
-
-
-def breaks_calls(model: EffectModel, target: str, topo: Topology, source: str | None, args: dict[str, Any]) -> bool:
-    """Whether the fault makes the calls it reaches fail rather than only slow them: its callers see errors, or its
-    delay passes the timeout of every caller it delays (then each answers an error itself)."""
-    if "errors" in model.caller_effects:
-        return True
-    delay = delay_of(model, args)
-    callers = [source] if source else topo.system_callers(target)
-    return delay is not None and bool(callers) and all(delay > timeout_ms(c, target) for c in callers)
 
 
 def failing_calls(truth: dict[str, Any], topo: Topology) -> dict[str, str]:

@@ -15,7 +15,7 @@ import yaml
 from orchestrator.catalog import find_scenario
 from orchestrator.cli.generate import generate_into
 from orchestrator.cuj.journeys import SHOP_JOURNEYS, SHOP_STEP_NEEDS
-from orchestrator.generation import journeys
+from orchestrator.generation import effects, journeys
 from orchestrator.generation.effects import Topology, load_effect_model
 from orchestrator.generation.instances import CUJ_GOALS, build, generate
 from orchestrator.generation.templates import Template, Variation, load_template
@@ -71,8 +71,8 @@ def test_the_call_timeouts_are_the_shops() -> None:
         from shop.services.frontend import CHECKOUT_TIMEOUT
     finally:
         sys.path.remove(str(APP))
-    assert journeys.CALL_TIMEOUT_MS == DEFAULT_TIMEOUT * 1000
-    assert journeys.CALL_TIMEOUTS_MS == {("frontend", "checkout"): CHECKOUT_TIMEOUT * 1000}
+    assert effects.CALL_TIMEOUT_MS == DEFAULT_TIMEOUT * 1000
+    assert effects.CALL_TIMEOUTS_MS == {("frontend", "checkout"): CHECKOUT_TIMEOUT * 1000}
     assert 'upstream(app, "checkout", env, timeout=CHECKOUT_TIMEOUT)' in \
         (APP / "shop" / "services" / "frontend.py").read_text()
 

@@ -15,7 +15,10 @@ from orchestrator.draw import excluded_incidents, generate_into
 from orchestrator.errors import OpsBenchError
 from orchestrator.generation.instances import generate, incident_key
 from orchestrator.generation.templates import load_template
-from orchestrator.harness.corpus_build import BuildRequest, _check_request, _prepare_out
+from orchestrator.harness.corpus_build import BuildRequest, build
+from orchestrator.progress import Progress
+
+NO_PROGRESS = Progress()
 
 TEMPLATES = ("shop-cart-down", "shop-checkout-payment-abort")
 
@@ -72,11 +75,14 @@ def test_an_exclusion_folder_without_instances_is_refused(tmp_path: Path) -> Non
 def test_a_build_resumes_only_with_the_same_exclusion(tmp_path: Path) -> None:
     out = tmp_path / "corpus"
     req = BuildRequest(templates=TEMPLATES, seed="s", count=4, exclude=frozenset({"a"}))
-    assert _prepare_out(out, req) is None
+    assert req.key() == BuildRequest(templates=TEMPLATES, seed="s", count=4, exclude=frozenset({"a"})).key()
+    out.mkdir()
     (out / "build.json").write_text(json.dumps({"request": req.key(), "instances": []}))
-    assert _prepare_out(out, req) is not None
+    # refused before anything is drawn or recorded: another exclusion, none, or one that is no longer the same
     for other in (frozenset({"b"}), frozenset()):
         with pytest.raises(OpsBenchError, match="other arguments"):
-            _prepare_out(out, BuildRequest(templates=TEMPLATES, seed="s", count=4, exclude=other))
+            build(BuildRequest(templates=TEMPLATES, seed="s", count=4, exclude=other), out, NO_PROGRESS)
     with pytest.raises(OpsBenchError, match="--exclude"):
-        _check_request(BuildRequest(scenarios=("shop-cart-down",), exclude=frozenset({"a"})))
+        build(BuildRequest(scenarios=("shop-cart-down",), exclude=frozenset({"a"})), tmp_path / "fixed",
+              NO_PROGRESS)
+    assert not (tmp_path / "fixed").exists()
