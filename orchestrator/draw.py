@@ -4,6 +4,7 @@ imports the other back."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -12,30 +13,52 @@ from typing import Any
 
 from orchestrator.errors import OpsBenchError, SpecInvalid
 
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
-def excluded_incidents(folders: Sequence[Path]) -> frozenset[str]:
-    """The incidents (`instances.incident_key`: environment, faults with their arguments, tasks, timing) of the
-    generated instances in `folders`: each a folder `opsbench generate` wrote (`<id>/scenario.yaml`) or a built corpus
-    (`scenarios/<id>/scenario.yaml`). A folder with none is an error: an exclusion that excludes nothing is a wrong
-    path, not a choice."""
-    from orchestrator.generation.instances import incident_key
+
+def excluded_incidents(paths: Sequence[Path]) -> frozenset[str]:
+    """The incidents (`instances.incident_digest` of environment, faults with their arguments, tasks, timing) of
+    each path: a folder `opsbench generate` wrote (`<id>/scenario.yaml`), a built corpus
+    (`scenarios/<id>/scenario.yaml`), or a file of digests, one per line, `#` starting a comment (what
+    `opsbench corpus incidents` prints: a published split kept apart from later ones after its templates changed).
+    A path with none is an error: an exclusion that excludes nothing is a wrong path, not a choice."""
+    from orchestrator.generation.instances import incident_digest
     from orchestrator.yamlfile import read_yaml
 
     incidents: set[str] = set()
-    for folder in folders:
-        specs = sorted(folder.glob("*/scenario.yaml")) or sorted(folder.glob("scenarios/*/scenario.yaml"))
+    for path in paths:
+        if path.is_file():
+            incidents |= _digests(path)
+            continue
+        specs = sorted(path.glob("*/scenario.yaml")) or sorted(path.glob("scenarios/*/scenario.yaml"))
         if not specs:
-            raise OpsBenchError(f"--exclude {folder}: no generated instance there (<id>/scenario.yaml or "
+            raise OpsBenchError(f"--exclude {path}: no generated instance there (<id>/scenario.yaml or "
                                 "scenarios/<id>/scenario.yaml): give the public split's folder, e.g. what "
                                 "`opsbench generate --all-templates --seed opsbench-dev-1 --count 270 --out DIR` "
-                                "writes")
+                                "writes, or a file of its digests (`opsbench corpus incidents DIR`)")
         for spec in specs:
             data = read_yaml(spec)
             if not isinstance(data, dict) or not isinstance(data.get("environment"), dict) or not isinstance(
                     data.get("faults"), list) or not isinstance(data.get("tasks"), list):
                 raise OpsBenchError(f"--exclude {spec}: not a scenario spec (no environment, faults or tasks)")
-            incidents.add(incident_key(data))
+            incidents.add(incident_digest(data))
     return frozenset(incidents)
+
+
+def _digests(path: Path) -> set[str]:
+    """The digests of a file `opsbench corpus incidents` wrote; a line that is not one is an error naming it."""
+    out: set[str] = set()
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if not DIGEST.match(line):
+            raise OpsBenchError(f"--exclude {path}:{n}: {line[:40]!r} is not an incident digest (64 lowercase hex "
+                                "digits, as `opsbench corpus incidents` prints)")
+        out.add(line)
+    if not out:
+        raise OpsBenchError(f"--exclude {path}: no incident digest in the file")
+    return out
 
 
 def generate_into(template_names: tuple[str, ...], seed: str, count: int, out: Path,

@@ -18,6 +18,17 @@ def corpus() -> None:
 
 
 @corpus.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
+def incidents(folders: tuple[Path, ...]) -> None:
+    """Print the incident digests of generated FOLDERS (what `opsbench generate` writes, or built corpora), sorted,
+    one per line: the form a published split is kept in once its templates change, for `--exclude FILE`."""
+    from orchestrator.draw import excluded_incidents
+
+    for digest in sorted(excluded_incidents(folders)):
+        click.echo(digest)
+
+
+@corpus.command()
 @click.option("--templates", "templates", multiple=True, metavar="TEMPLATE",
               help="A template to draw from (repeat the option, or give them space-separated in one value).")
 @click.option("--all-templates", "every", is_flag=True,
@@ -32,9 +43,10 @@ def corpus() -> None:
               help="A file whose first line is the seed (a private one for a held-out split; never printed or "
                    "written).")
 @click.option("--count", default=0, type=click.IntRange(0, 100000), help="Instances to draw in all.")
-@click.option("--exclude", "exclude", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="A public split's folder (what `opsbench generate` writes, or a built corpus): no instance drawn "
-                   "is an incident there (the same faults, arguments, distractors, offset and load). Repeatable.")
+@click.option("--exclude", "exclude", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="A public split's folder (what `opsbench generate` writes, or a built corpus) or a file of its "
+                   "incident digests (`opsbench corpus incidents`): no instance drawn is an incident there (the same "
+                   "faults, arguments, distractors, offset and load). Repeatable.")
 @click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="The corpus folder: new or empty, or one this build started (to resume it).")
 @click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 8),

@@ -37,8 +37,9 @@ def read_seed(seed: str | None, seed_file: Path | None) -> str:
 @click.option("--count", required=True, type=click.IntRange(1, 100000), help="Instances to draw in all.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False),
               help="Where instances are written, one folder each (default: <state dir>/generated).")
-@click.option("--exclude", "exclude", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="A public split's folder: no instance drawn is an incident there (as `corpus build --exclude`).")
+@click.option("--exclude", "exclude", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="A public split's folder, or a file of its incident digests: no instance drawn is an incident there "
+                   "(as `corpus build --exclude`). Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def generate(templates: tuple[str, ...], every: bool, seed: str | None, seed_file: Path | None, count: int,
              out: Path | None, exclude: tuple[Path, ...], as_json: bool) -> None:

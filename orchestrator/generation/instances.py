@@ -97,11 +97,17 @@ def incident_key(spec: dict[str, Any]) -> str:
     return json.dumps([*key, spec["timing"]] if "timing" in spec else key, sort_keys=True)
 
 
+def incident_digest(spec: dict[str, Any]) -> str:
+    """The SHA-256 of `incident_key`: what an exclusion holds, so a published split's incidents can be listed in a
+    committed file without their specs (`opsbench corpus incidents`)."""
+    return hashlib.sha256(incident_key(spec).encode()).hexdigest()
+
+
 def generate(templates: list[Template], seed: str, count: int, exclude: frozenset[str] = frozenset()) -> Generated:
     """`count` instances drawn from `templates` with `seed` (see the module's docstring). Each template walks its
     variations in an order its own stream shuffles, keeping draws until it has its share: a draw that shows no
     alert (for a CUJ template: that breaks no journey step), that repeats an incident already drawn, or whose
-    `incident_key` is in `exclude` (an incident of another split) is dropped with its reason and the next one is
+    `incident_digest` is in `exclude` (an incident of another split) is dropped with its reason and the next one is
     taken. Shares a template cannot fill go, one at a time in the templates' order, to those with draws left."""
     out = Generated()
     seen: dict[str, str] = {}
@@ -115,7 +121,7 @@ def generate(templates: list[Template], seed: str, count: int, exclude: frozense
                       "no alert would fire: nothing shows the incident" if not inst.cuj
                       and not inst.ground_truth["alerts"] else
                       f"the same incident as {seen[key]}" if (key := incident_key(inst.spec)) in seen else
-                      "an incident of an excluded split" if key in exclude else "")
+                      "an incident of an excluded split" if incident_digest(inst.spec) in exclude else "")
             if reason:
                 out.dropped.append({"template": template.scenario.id, "draw": variation.key(), "reason": reason})
                 continue

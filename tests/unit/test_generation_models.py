@@ -74,9 +74,10 @@ def test_a_role_acting_on_one_entity_draws_only_its_arguments(tmp_path: Path) ->
     argument the role does not take is written into the instance."""
     t = load_template(find_scenario("shop-catalog-slow-responses"))
     assert t.model.target_arg is None and {v.target for v in t.variations} == {"catalog"}
-    assert [v.args[0][2] for v in t.variations] == [1200, 1400, 1600, 1800, 2000]
+    assert sorted({v.args[0][2] for v in t.variations}) == [1200, 1400, 1600, 1800, 2000]
     out = generate([t], "fixed-target", len(t.variations))
-    assert [set(i.spec["faults"][0]["args"]) for i in out.instances] == [{"delay_ms"}] * len(t.variations)
+    slow = [f for i in out.instances for f in i.spec["faults"] if f["role"] == "fault_app_slow_response"]
+    assert [set(f["args"]) for f in slow] == [{"delay_ms"}] * len(t.variations)
     assert {i.ground_truth["entities"][0]["id"] for i in out.instances} == {"catalog"}
 
 
