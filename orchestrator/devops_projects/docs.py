@@ -155,7 +155,11 @@ def generated_section() -> list[str]:
              "agent is not asked to fix). The seed orders the pairs; a source joins one kept pipeline at most. "
              "Proven with `make check` on fresh copies: the untouched workspace fails, the reference (both "
              "fixes, or the fix and the recorded test) passes, and for fix + fix the build's fix alone must "
-             "still fail (the issue's tests put back), so the stages are two; the write-tests stage is scored "
+             "still fail (the issue's tests put back), so the stages are two, and must pass the build stage as "
+             "it is scored: against its own cause only, the tests the issue's fault hid hidden again "
+             "(`withheld_tests` in the stage: the issue fault's edits of test files, with `withheld_test_count` "
+             "measured on the build's fix alone; until 2026-12-05 the build stage ran the whole suite, so an agent "
+             "that repaired the build and not yet the issue failed both stages); the write-tests stage is scored "
              "on the pristine project with and without the bug, whatever the build fault, so the source's proof "
              "(same inputs) is carried over, and `verify-generated` proves it again from the folder.", "",
              "**What is verified.** Every kept instance is proven with `make -s -f opsbench.mk check` (the "

@@ -460,14 +460,28 @@ def verify_pipeline(project: cat.Project, pristine: Path, tests: int, stages: li
                      fault: list[dict[str, Any]], reference: list[dict[str, Any]], check: Checker,
                      work: Path) -> tuple[str, dict[str, Any]]:
     """A written pipeline from its files alone: the fix stages as one (the untouched state fails, the whole
-    reference passes), then each write-tests stage with the reference's test files."""
-    from orchestrator.devops_projects.tasks import verify_tests
-    from orchestrator.evaluation.workspace import matches, protected_tests
+    reference passes), a build stage scored without the later stage's tests (`withheld_tests`) passing on the
+    reference too, then each write-tests stage with the reference's test files."""
+    from orchestrator.devops_projects.tasks import materialise, verify_tests
+    from orchestrator.evaluation.workspace import matches, prepare_fix, protected_tests
 
     meta = contract_meta(project, tests)
     why, proof = verify_fix(pristine, meta, tests, fault, reference, check, work / "fix", visible_must_pass=False)
     if why:
         return why, proof
+    for stage in stages:
+        if stage["kind"] == "fix" and stage.get("withheld_tests"):
+            where = work / f"{stage['task']}-own"
+            try:
+                materialise(pristine, [*fault, *reference], where / "tree")
+                prepare_fix(where / "tree", pristine, meta, stage["withheld_tests"], where / "scored")
+            except (OSError, ValueError, OpsBenchError) as exc:
+                return f"stage {stage['task']}: an edit does not apply: {exc}", proof
+            rc, passed, failed, _ = check(where / "scored")
+            proof[stage["task"]] = {"rc": rc, "passed": passed, "failed": failed}
+            if rc != 0 or failed or passed < tests - int(stage.get("withheld_test_count", 0)):
+                return (f"stage {stage['task']}: the reference does not pass it scored without the later stage's "
+                        "tests"), proof
     test_edits = [e for e in reference if matches(e["path"], protected_tests(meta))]
     for stage in stages:
         if stage["kind"] == "write-tests":

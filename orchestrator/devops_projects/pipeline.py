@@ -12,10 +12,13 @@ own (its fault carries more than the bug) is no source: the fix stage puts those
 the agent is not asked to fix.
 
 A pair is kept only when proven by ``make check`` on fresh copies built as the evaluator builds them: the untouched
-workspace fails, the build's fix alone does not pass an issue stage (the stages are really two), and the reference
-(both fixes, or the fix and the recorded test) passes. The write-tests stage is scored on the pristine project with
-the bug and without, whatever the build fault: its proof is the test-generation instance's, which had the same
-inputs, and is carried over.
+workspace fails, the build's fix alone does not pass an issue stage (the stages are really two) but does pass the
+build stage, and the reference (both fixes, or the fix and the recorded test) passes. The build stage is scored
+against its own cause only: the issue's fault hid the tests that catch its bug, the evaluator puts the project's
+tests back, so the build stage hides those again (``withheld_tests``: the issue fault's edits of test files, and
+how many tests they take out, measured on the build's fix alone). The write-tests stage is scored on the pristine
+project with the bug and without, whatever the build fault: its proof is the test-generation instance's, which had
+the same inputs, and is carried over.
 """
 
 from __future__ import annotations
@@ -115,7 +118,27 @@ def reference_of(build: Source, second: Source) -> list[dict[str, Any]]:
     return [*build.reference, *second.reference]
 
 
-def docs(build: Source, second: Source, iid: str, pristine: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def withheld_tests(second: Source, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The edits of the second stage's fault that hide the project's tests catching its bug (test files only): the
+    build stage applies them again, so it is not scored on a cause it does not own. None for a test-generation
+    source (its bug survives the project's tests)."""
+    from orchestrator.evaluation.workspace import matches, protected_tests
+
+    if second.family != "issue":
+        return []
+    return [e for e in second.fault if matches(e["path"], protected_tests(meta))]
+
+
+def build_stage(project: str, withheld: list[dict[str, Any]], withheld_count: int) -> dict[str, Any]:
+    """The first stage of the ground truth: fix the build, scored without the later stage's tests."""
+    stage: dict[str, Any] = {"task": "fix-build", "kind": "fix", "project": project}
+    if withheld:
+        stage.update(withheld_tests=withheld, withheld_test_count=withheld_count)
+    return stage
+
+
+def docs(build: Source, second: Source, iid: str, pristine: Path | None,
+         stage1: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(scenario.yaml, ground_truth.yaml) of a pipeline, in the shape of the hand-written devops-pipeline-*."""
     from orchestrator.complexity import complexity_level, complexity_value
     from orchestrator.devops_projects.scenario_parts import BUILD_FAULT_TYPES, environment_of, manifest_command
@@ -160,7 +183,7 @@ def docs(build: Source, second: Source, iid: str, pristine: Path | None) -> tupl
                            "faultType": BUILD_FAULT_TYPES.get(build.provenance.get("cause", ""), "broken_build_file")},
                           {"id": project, "rootCause": True, "layer": "application",
                            "faultType": "wrong_computation"}],
-             "workspace": {"stages": [{"task": "fix-build", "kind": "fix", "project": project}, stage2]}}
+             "workspace": {"stages": [stage1 or build_stage(project, [], 0), stage2]}}
     return scenario, truth
 
 
@@ -188,6 +211,15 @@ def prove(host: Host, build: Source, second: Source) -> tuple[str, dict[str, Any
         proof["build_fixed_only"] = {"rc": rc, "passed": passed, "failed": failed}
         if rc == 0 and not failed and passed >= tests:
             return "the build's fix alone passes the issue stage (one stage, not two)", proof
+        # ... and passes the build stage, scored as the evaluator scores it: without the issue's tests.
+        withheld = withheld_tests(second, meta)
+        prepare_fix(work / "tree", host.pristine, meta, withheld, work / "build-stage")
+        rc, passed, failed, _ = host.check(work / "build-stage")
+        proof["build_stage"] = {"rc": rc, "passed": passed, "failed": failed, "withheld_edits": len(withheld),
+                                "withheld_test_count": max(tests - passed, 0)}
+        if rc != 0 or failed:
+            return ("the build's fix alone does not pass its own stage (scored without the issue's tests): the "
+                    "stages are not separable"), proof
     else:
         proof["write_tests"] = {"from": second.id, **second.proof}
     return "", proof
@@ -222,7 +254,10 @@ def generate(host: Host, report: Report, count: int, max_draws: int, sources: li
             draw.reason = f"verify: {why}"
             continue
         iid = instance_id("pipeline", project.id, what)
-        scenario, truth = docs(build, second, iid, host.pristine)
+        own = proof.get("build_stage", {})
+        stage1 = build_stage(project.id, withheld_tests(second, contract_meta(project, 0)),
+                             int(own.get("withheld_test_count", 0)))
+        scenario, truth = docs(build, second, iid, host.pristine, stage1)
         report.instances.append(Instance(
             iid, "pipeline", project.id, project.language, scenario["metadata"]["name"],
             scenario["tasks"][1]["goal"], scenario["faults"][0]["args"]["edits"], truth["workspace"]["stages"][0],

@@ -6,7 +6,10 @@ Each stage of the ground truth's ``workspace.stages`` names a task, its kind and
   directory, the protected files (the Makefile's gate and the tests, `projects.yml`) are put back from the pristine
   project, the hidden tests of an issue are added, and ``make check`` runs in a fresh container of the workspace
   image with no network. It passes when it exits 0 and its test report counts no failure and at least the
-  project's tests plus the hidden ones as passed (a build that skips the tests does not pass).
+  project's tests plus the hidden ones as passed (a build that skips the tests does not pass). A pipeline's build
+  stage names the tests of its later issue stage as ``withheld_tests`` (the edits that hid them, applied again)
+  and their count: it is scored against its own cause, and an agent that repaired the build and not yet the issue
+  passes it.
 * ``write-tests``: the agent's new or changed test files go into the pristine project with the bug applied and
   into the pristine project; they pass when the first fails with test failures and the second passes with more
   tests than the pristine suite.
@@ -245,9 +248,12 @@ def run_check(scratch: Path, project: str, meta: dict[str, Any], image: str = IM
 def _fix_stage(stage: dict[str, Any], agent: Path, pristine: Path, meta: dict[str, Any], work: Path,
                check: Callable[[Path], CheckRun]) -> dict[str, Any]:
     scratch = work / f"{stage['task']}-fix"
-    prepare_fix(agent, pristine, meta, stage.get("hidden_tests", []), scratch)
+    # A pipeline's first stage is scored against its own cause only: the tests that catch a later stage's bug,
+    # which the workspace hid and the pristine copy put back, are hidden again (`withheld_tests`).
+    prepare_fix(agent, pristine, meta, [*stage.get("hidden_tests", []), *stage.get("withheld_tests", [])], scratch)
     run = check(scratch)
-    expected = int(meta["tests"]) + int(stage.get("hidden_test_count", 0))
+    expected = (int(meta["tests"]) + int(stage.get("hidden_test_count", 0))
+                - int(stage.get("withheld_test_count", 0)))
     if run.timed_out:
         reason = "make check did not finish in time"
     elif run.rc != 0:

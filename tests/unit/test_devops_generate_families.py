@@ -14,6 +14,8 @@ import yaml
 
 from orchestrator.devops_projects import catalogue as cat
 from orchestrator.devops_projects import generate, monitoring, pipeline, tasks
+from orchestrator.devops_projects.run import contract_meta
+from orchestrator.evaluation import workspace
 from orchestrator.spec import load_scenario
 from orchestrator.validate import validate_scenario_file
 
@@ -241,7 +243,14 @@ def check_written(inst: tasks.Instance, sources: Path) -> None:
     truth = yaml.safe_load((folder / "ground_truth.yaml").read_text())
     assert scenario["metadata"]["class"] == "pipeline" and len(scenario["tasks"]) == 2
     stages = truth["workspace"]["stages"]
-    assert stages[0] == {"task": "fix-build", "kind": "fix", "project": "python-idna"}
+    own = {"task": "fix-build", "kind": "fix", "project": "python-idna"}
+    if stages[1]["kind"] == "write-tests":
+        assert stages[0] == own  # the bug survives the project's tests: nothing to withhold
+    else:
+        # The build stage is scored without the issue's hidden tests, and the build's fix alone passes it.
+        assert stages[0] == {**own, "withheld_tests": [HIDE], "withheld_test_count": 1}
+        assert inst.proof["build_stage"] == {"rc": 0, "passed": 0, "failed": 0, "withheld_edits": 1,
+                                             "withheld_test_count": 1}
     assert [t["id"] for t in scenario["tasks"]] == [s["task"] for s in stages]
     assert scenario["faults"][0]["args"]["edits"][0]["path"] == "setup.cfg"
     assert {e["layer"] for e in truth["entities"]} == {"configuration", "application"}
@@ -265,6 +274,60 @@ def test_a_pipeline_whose_second_stage_the_build_fix_already_passes_is_dropped(s
     assert why == "the build's fix alone passes the issue stage (one stage, not two)", proof
     host = FakeHost(proj, sources / "pristine", sources / "work", fake_check)
     assert pipeline.prove(host, build, issue)[0] == ""  # type: ignore[arg-type]
+
+
+def test_the_build_stage_of_an_issue_pipeline_is_scored_against_its_own_cause_only(sources: Path) -> None:
+    """An agent that repaired the build and not yet the issue passes the first stage and fails the second; one that
+    repaired both passes both; one that repaired only the issue passes neither (the build still fails)."""
+    proj = project()
+    host = FakeHost(proj, sources / "pristine", sources / "work", fake_check)
+    report = tasks.Report(proj.id, "pipeline", "s1")
+    pipeline.generate(host, report, 5, 20, [sources / "out"])  # type: ignore[arg-type]
+    inst = next(i for i in report.instances if i.provenance["second_family"] == "issue")
+    assert inst.docs is not None
+    truth = inst.docs[1]
+    meta = {**contract_meta(proj, 1), "check": "make check", "report": "pytest"}
+    build, _, issue, _ = pipeline.load_sources([sources / "out"], proj.id)
+    shutil.copytree(sources / "pristine", sources / "src" / proj.id)  # where the evaluator finds the pristine tree
+
+    def scored(edits: list[dict[str, Any]], name: str) -> list[bool]:
+        trees = sources / name / "trees"
+        tasks.materialise(sources / "pristine", [*inst.fault_edits, *edits], trees / proj.id)
+        scores = workspace.score_workspace(
+            None, truth, {"workspace": {"tree": str(trees)}}, sources / name / "work", source=sources / "src",
+            projects={proj.id: meta}, check=lambda root, _p, _m: workspace.CheckRun(*fake_check(root)[:3], False, 0.0,
+                                                                                   "", True))
+        return [st["passed"] for st in scores["stages"]]
+
+    assert scored(build.reference, "build-only") == [True, False]
+    assert scored([*build.reference, *issue.reference], "both") == [True, True]
+    assert scored(issue.reference, "issue-only") == [False, False]
+    # Without the withheld tests (the stage as written before), the build-only agent failed the build stage too.
+    bare = {**truth, "workspace": {"stages": [{k: v for k, v in truth["workspace"]["stages"][0].items()
+                                               if not k.startswith("withheld")}, truth["workspace"]["stages"][1]]}}
+    trees = sources / "bare" / "trees"
+    tasks.materialise(sources / "pristine", [*inst.fault_edits, *build.reference], trees / proj.id)
+    scores = workspace.score_workspace(
+        None, bare, {"workspace": {"tree": str(trees)}}, sources / "bare" / "work", source=sources / "src",
+        projects={proj.id: meta}, check=lambda root, _p, _m: workspace.CheckRun(*fake_check(root)[:3], False, 0.0,
+                                                                               "", True))
+    assert [st["passed"] for st in scores["stages"]] == [False, False]
+
+
+def test_a_written_issue_pipeline_is_refused_when_its_reference_fails_the_build_stage(sources: Path) -> None:
+    proj = project()
+    build, _, issue, _ = pipeline.load_sources([sources / "out"], proj.id)
+    fault, reference = [*build.fault, *issue.fault], pipeline.reference_of(build, issue)
+    stages = [pipeline.build_stage(proj.id, [HIDE], 1), pipeline.second_task(issue)]
+    pristine = sources / "pristine"
+    why, proof = generate.verify_pipeline(proj, pristine, 1, stages, fault, reference, fake_check,  # type: ignore
+                                           sources / "v1")
+    assert why == "" and proof["fix-build"] == {"rc": 0, "passed": 0, "failed": 0}, proof
+    # A withheld edit that no longer applies to the project's tests is a reason, not a crash.
+    stale = [pipeline.build_stage(proj.id, [{**HIDE, "old": "def test_gone():"}], 1), pipeline.second_task(issue)]
+    why, _ = generate.verify_pipeline(proj, pristine, 1, stale, fault, reference, fake_check,  # type: ignore
+                                      sources / "v2")
+    assert why.startswith("stage fix-build: an edit does not apply")
 
 
 def test_a_pipeline_needs_sources(tmp_path: Path) -> None:
