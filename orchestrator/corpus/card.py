@@ -23,18 +23,50 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 1) if values else None
 
 
-def pass_rates(build: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, float | None]:
-    """The baseline's pass@1 per level and overall: the mean over instances of each instance's share of passing
-    replays (an instance without replays does not count)."""
+def instance_rates(build: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, float]:
+    """Each indexed instance's share of passing baseline replays (an instance without replays is left out)."""
     replays = {i["id"]: i.get("replays") or {} for i in (build or {}).get("instances", [])}
-    by_level: dict[str, list[float]] = {}
+    out = {}
     for row in index["instances"]:
         passed = [p for p in replays.get(row["id"], {}).get("passed", []) if p is not None]
         if passed:
-            rate = sum(bool(p) for p in passed) / len(passed)
-            by_level.setdefault(row["level"], []).append(rate)
-            by_level.setdefault("all", []).append(rate)
-    return {level: (round(sum(v) / len(v), 3) if (v := by_level.get(level)) else None) for level in (*LEVELS, "all")}
+            out[row["id"]] = sum(bool(p) for p in passed) / len(passed)
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def pass_rates(build: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, float | None]:
+    """The baseline's pass@1 per level and overall: the mean over instances of each instance's share of passing
+    replays (an instance without replays does not count)."""
+    rates = instance_rates(build, index)
+    by_level: dict[str, list[float]] = {}
+    for row in index["instances"]:
+        if row["id"] in rates:
+            by_level.setdefault(row["level"], []).append(rates[row["id"]])
+            by_level.setdefault("all", []).append(rates[row["id"]])
+    return {level: _mean(by_level.get(level, [])) for level in (*LEVELS, "all")}
+
+
+def distractor_rates(root: Path, build: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any] | None:
+    """The baseline's pass@1 on the instances whose faults include a distractor (a benign change the ground truth
+    lists as a non-cause) and on the others, read from the instance specs; None when no instance has one. What a
+    distractor costs the baseline, measured rather than assumed."""
+    from orchestrator.yamlfile import read_yaml
+
+    groups: dict[str, list[float]] = {"with": [], "without": []}
+    for iid, rate in instance_rates(build, index).items():
+        spec = root / layout.SCENARIOS / iid / layout.SPEC_FILE
+        if not spec.is_file():
+            continue
+        faults = (read_yaml(spec) or {}).get("faults") or []
+        groups["with" if any(f.get("distractor") for f in faults) else "without"].append(rate)
+    if not groups["with"]:
+        return None
+    return {"with": _mean(groups["with"]), "without": _mean(groups["without"]),
+            "instances_with": len(groups["with"]), "instances_without": len(groups["without"])}
 
 
 def card(root: Path) -> dict[str, Any]:
@@ -52,6 +84,7 @@ def card(root: Path) -> dict[str, Any]:
         "bytes": {"total": sum(sizes), "median": int(statistics.median(sizes)) if sizes else 0,
                   "max": max(sizes, default=0)},
         "baseline_pass_at_1": pass_rates(build, index),
+        "baseline_pass_at_1_by_distractor": distractor_rates(root, build, index),
     }
     if build is None:
         out["build"] = None
@@ -142,4 +175,12 @@ def render(cards: list[dict[str, Any]]) -> str:
     lines += _table(["Corpus", "Instances", *LEVELS, "All"],
                     [[Path(k["corpus"]).name, str(k["instances"]), *(_rate(k["baseline_pass_at_1"].get(lvl))
                                                                      for lvl in (*LEVELS, "all"))] for k in cards])
+    split = [k for k in cards if k.get("baseline_pass_at_1_by_distractor")]
+    if split:
+        lines += ["", "pass@1 with a distractor among the faults (a benign change at the incident's time, a non-cause "
+                  "in the ground truth) and without:", ""]
+        lines += _table(["Corpus", "With (instances)", "Without (instances)"],
+                        [[Path(k["corpus"]).name, f"{_rate(d['with'])} ({d['instances_with']})",
+                          f"{_rate(d['without'])} ({d['instances_without']})"]
+                         for k in split if (d := k["baseline_pass_at_1_by_distractor"])])
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from orchestrator.cli import main
@@ -257,6 +258,30 @@ def test_the_card_counts_and_compares(tmp_path: Path, fakes: Fakes) -> None:
     # A changed file shows in the checksum.
     next((tmp_path / "dev" / layout.SNAPSHOTS).rglob("*.jsonl")).write_text("{}\n")
     assert not card(tmp_path / "dev")["checksum_ok"]
+
+
+def test_the_card_splits_pass_at_1_by_distractor(tmp_path: Path, fakes: Fakes) -> None:
+    """The baseline's pass@1 with a distractor among an instance's faults and without, read from the specs: here
+    the replays of the instances with one are made to fail, so the split must be 0 and 1."""
+    out = tmp_path / "c"
+    build(request(count=12), out, Progress())
+    record = json.loads((out / layout.BUILD_RECORD).read_text())
+    specs = {i["id"]: yaml.safe_load((out / layout.SCENARIOS / i["id"] / layout.SPEC_FILE).read_text())
+             for i in record["instances"] if i["status"] == "verified"}
+    with_one = {iid for iid, spec in specs.items() if any(f.get("distractor") for f in spec["faults"])}
+    assert with_one and with_one != set(specs), "the draw has instances with and without a distractor"
+    for inst in record["instances"]:
+        if inst["id"] in with_one:
+            inst["replays"]["passed"] = [False] * len(inst["replays"]["passed"])
+    (out / layout.BUILD_RECORD).write_text(json.dumps(record))
+    split = card(out)["baseline_pass_at_1_by_distractor"]
+    assert split == {"with": 0.0, "without": 1.0, "instances_with": len(with_one),
+                     "instances_without": len(specs) - len(with_one)}
+    assert f"| c | 0.00 ({len(with_one)}) | 1.00 ({len(specs) - len(with_one)}) |" in render([card(out)])
+    # No instance with a distractor: no split (and no table).
+    for iid in with_one:
+        (out / layout.SCENARIOS / iid / layout.SPEC_FILE).unlink()
+    assert card(out)["baseline_pass_at_1_by_distractor"] is None
 
 
 def test_the_cli_builds_cards_and_refuses(tmp_path: Path, fakes: Fakes) -> None:
