@@ -238,9 +238,22 @@ def path_alerts(role: str, source: str, target: str, **args: Any) -> list[tuple[
 def test_a_fault_that_only_slows_a_seldom_made_call_derives_no_alert() -> None:
     # a packet loss or a delay under the 3 s timeout slows recommendation's one refresh a minute, not its p95
     # (a held-out packet loss there never fired in 90 s, 2026-12-05)
-    assert path_alerts("fault_network_loss", "recommendation", "catalog") == []
+    assert path_alerts("fault_network_loss", "recommendation", "catalog", probability=0.5) == []
     assert path_alerts("fault_network_latency", "recommendation", "catalog", delay_ms=2000) == []
-    assert path_alerts("fault_network_loss", "checkout", "payment") == [("ServiceLatencyHigh", "checkout")]
+    assert path_alerts("fault_network_loss", "checkout", "payment", probability=0.3) == [
+        ("ServiceLatencyHigh", "checkout")]
+
+
+def test_a_packet_loss_slows_at_least_its_share_of_the_calls_and_must_clear_the_p95_tail() -> None:
+    # frontend -> checkout: 0.075 calls per request; a loss of 0.4 slows at least 0.03 of the frontend's requests,
+    # under the 0.05 tail its p95 needs (a held-out draw of it never fired in 90 s, 2026-12-05); the dev split's
+    # losses, on edges called 0.88 times per request or more, all fired
+    assert path_alerts("fault_network_loss", "frontend", "checkout", probability=0.4) == []
+    assert path_alerts("fault_network_loss", "frontend", "checkout", probability=0.5) == []
+    assert path_alerts("fault_network_loss", "frontend", "catalog", probability=0.3) == [
+        ("ServiceLatencyHigh", "frontend")]
+    assert path_alerts("fault_network_loss", "checkout", "payment", probability=0.3) == [
+        ("ServiceLatencyHigh", "checkout")]
 
 
 def test_a_fault_that_fails_every_call_of_a_cached_edge_shows_as_each_request_retries() -> None:
