@@ -170,15 +170,43 @@ def _replay_campaign(scenarios: tuple[str, ...], campaign_file: Path | None, cor
 @click.option("--generate", "generate_mode", is_flag=True,
               help="Measure generated incidents instead: drawing, then proving and recording --trials instances per "
                    "level with `corpus build` (SCENARIOS are templates; default four). See docs/generation.md.")
+@click.option("--backend", type=click.Choice(["local", "kubernetes"]), default="local", show_default=True,
+              help="kubernetes: measure the local cluster of `make cluster` instead (`make bench-k8s`): its build, "
+                   "start, memory idle and with the shop, --trials trials of SCENARIOS on it beside the local "
+                   "backend's (default k8s-shop-checkout-oom-killed and shop-cart-down, parallel 1, no-op agent), "
+                   "its teardown. Refused while a cluster is up. See docs/performance.md.")
+@click.option("--cold", is_flag=True,
+              help="With --backend kubernetes: first a cold build (empty temporary Go caches) and a warm rebuild, "
+                   "in temporary folders (GBs, removed after; tens of minutes).")
+@click.option("--k8s-release", default=None, metavar="VERSION",
+              help="With --backend kubernetes: the Kubernetes release to build and start (default: the role's).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress stays on stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int, agent_startup: int | None,
-          replay_mode: bool, cuj_mode: bool, devops_mode: bool, families: tuple[str, ...], per_cell: int | None,
-          seed: str, generate_mode: bool, as_json: bool, quiet: bool) -> None:
+@click.pass_context
+def bench(ctx: click.Context, scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats: int,
+          agent_startup: int | None, replay_mode: bool, cuj_mode: bool, devops_mode: bool, families: tuple[str, ...],
+          per_cell: int | None, seed: str, generate_mode: bool, backend: str, cold: bool, k8s_release: str | None,
+          as_json: bool, quiet: bool) -> None:
     """Measure the lifecycle with a no-op agent: per-phase times, runs/hour per level, peak memory, overhead.
 
     Default scenarios: loopweb-web-down and shop-cart-down. With --replay, SCENARIOS are snapshots and each level
-    replays every snapshot --trials times (see docs/snapshots.md). See docs/performance.md."""
+    replays every snapshot --trials times (see docs/snapshots.md). With --backend kubernetes, the local cluster's
+    costs beside the local backend's. See docs/performance.md."""
+    if backend == "kubernetes":
+        modes = (("--replay", replay_mode), ("--cuj", cuj_mode), ("--devops", devops_mode),
+                 ("--generate", generate_mode), ("--agent-startup", agent_startup is not None),
+                 ("--family", bool(families)), ("--per-cell", per_cell is not None))
+        others = [flag for flag, given in modes if given]
+        for name in ("levels", "overhead_repeats"):
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+                others.append("--" + name.replace("_", "-").replace("levels", "parallel"))
+        if others:
+            raise click.UsageError(f"--backend kubernetes measures at parallel 1 on its own: not with "
+                                   f"{', '.join(others)}")
+        _bench_kubernetes(scenarios, trials, cold, k8s_release, as_json, quiet)
+        return
+    if cold or k8s_release:
+        raise click.UsageError("--cold and --k8s-release go with --backend kubernetes")
     if agent_startup is not None:
         from orchestrator.harness import bench_sandbox
 
@@ -240,6 +268,21 @@ def bench(scenarios: tuple[str, ...], trials: int, levels: str, overhead_repeats
         emit_json(report)
     else:
         click.echo(render(report))
+
+
+def _bench_kubernetes(scenarios: tuple[str, ...], trials: int, cold: bool, release: str | None, as_json: bool,
+                      quiet: bool) -> None:
+    """`bench --backend kubernetes` (library: `orchestrator.harness.bench_k8s`)."""
+    from orchestrator.catalog import find_scenario
+    from orchestrator.harness import bench_k8s
+
+    k8s, local = bench_k8s.split_scenarios([find_scenario(s) for s in scenarios], find_scenario)
+    report = bench_k8s.bench_k8s(k8s, local, trials, cold, release, progress(quiet), echo_err(quiet))
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(bench_k8s.render(report))
+    sys.exit(0 if bench_k8s.complete(report) else 1)
 
 
 COMMANDS = (verify_scenarios, campaign, bench)
