@@ -13,7 +13,7 @@ AGENT ?=
 BACKEND ?=
 PYTEST_ARGS ?=
 
-.PHONY: cluster cluster-down devops-projects devops-tasks devops-verify dev-split heldout agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
+.PHONY: cluster cluster-build cluster-down test-k8s-smoke devops-projects devops-tasks devops-verify dev-split heldout agents test-agents test-full reliability fuzz e2e-kubernetes k8s-images awx-export bench-awx bench-finops verify-scenarios bench-local bench-k8s help setup venv bootstrap images test test-unit lint scenario list validate docs bench cleanup clean
 
 help:
 	@echo "make setup                   create $(VENV), install Python deps and system packages, build the images"
@@ -39,10 +39,13 @@ help:
 	@echo "make fuzz                    random property/API fuzzing, 10x the cases; prints the seed [SEED=<n> replays]"
 	@echo "make bench                   orchestrator vs bare ansible-playbook over a fault cycle"
 	@echo "make bench-local             the local backend: warm deploy, memory under load, teardown"
+	@echo "make bench-k8s               the local cluster: build, start, memory idle and with the shop, k8s vs local trials, down [COLD=1 K8S_BENCH_TRIALS=2 JSON=1]"
 	@echo "make bench-awx [NAME=id]     time AWX-contract runs (exported workflow via ansible-runner) vs opsbench run"
 	@echo "make bench-finops            time 5M FOCUS rows + ground truth and the FinOps reference queries"
 	@echo "make e2e-kubernetes          live tests of the kubernetes backend (needs KUBECONFIG of a reachable cluster)"
 	@echo "make cluster                 build (cached) and start a single-node Kubernetes cluster here [K8S_RELEASE=v1.34.4]"
+	@echo "make cluster-build           only build (cached) the cluster's binaries [K8S_RELEASE=v1.34.4]"
+	@echo "make test-k8s-smoke          cluster up, one SRE and the CISO cluster class live on it, cluster down (CI)"
 	@echo "make cluster-down            stop it and remove everything it put on the host (binaries stay cached)"
 	@echo "make k8s-images              load the shop's images into kind [KIND_CLUSTER=opsbench] or push them [K8S_REGISTRY=host/path]"
 	@echo "make awx-export              write the AWX objects playbook (awx/opsbench_awx.yml)"
@@ -203,6 +206,14 @@ bench:
 bench-local:
 	@$(BIN)/python -m orchestrator.harness.bench_local
 
+# The local cluster's costs beside the local backend's (docs/performance.md, "Kubernetes backend: make bench-k8s"):
+# refused while a cluster is up; it starts one and always takes it down. COLD=1 first builds cold (empty temporary Go
+# caches) and warm, in temporary folders under the state dir (GBs, removed after; tens of minutes).
+K8S_BENCH_TRIALS ?= 2
+bench-k8s:
+	@$(BIN)/opsbench bench --backend kubernetes --trials $(K8S_BENCH_TRIALS) $(if $(COLD),--cold) \
+	  $(if $(K8S_RELEASE),--k8s-release $(K8S_RELEASE)) $(if $(JSON),--json)
+
 bench-awx:
 	@$(BIN)/python -m tests.e2e.awx_contract $(if $(NAME),$(NAME),loopweb-web-down) --repeats $(if $(REPEATS),$(REPEATS),3)
 
@@ -215,17 +226,29 @@ cleanup:
 clean:
 	rm -rf .opsbench
 
-# Live tests of the kubernetes backend: they run only when KUBECONFIG reaches a cluster (else they skip, saying so).
+# Live tests of the kubernetes backend (marker k8s): on the cluster that runs (make cluster, or KUBECONFIG), else skipped, saying so.
 e2e-kubernetes:
-	@$(BIN)/pytest -m e2e tests/e2e/test_kubernetes.py -rs $(PYTEST_ARGS)
+	@$(BIN)/pytest -m k8s tests/e2e/test_kubernetes.py -rs $(PYTEST_ARGS)
 
 # A single-node cluster built here from the official Go modules (roles/k8s_cluster, docs/backends.md).
 K8S_RELEASE ?=
 cluster:
 	$(BIN)/ansible-playbook playbooks/cluster.yml $(if $(K8S_RELEASE),-e k8s_cluster_release=$(K8S_RELEASE))
 
+cluster-build:
+	$(BIN)/ansible-playbook playbooks/cluster.yml -e opsbench_cluster_build_only=true $(if $(K8S_RELEASE),-e k8s_cluster_release=$(K8S_RELEASE))
+
 cluster-down:
 	$(BIN)/ansible-playbook playbooks/cluster_down.yml
+
+# The live Kubernetes smoke (CI runs it after `make test`, .ci/k8s-smoke): the local cluster up (its build cached by
+# release), one SRE scenario end to end with the heuristic and the CISO cluster class scored on the live API, then
+# the cluster down whatever happened. It takes down a cluster that was already up; `make e2e-kubernetes` does not.
+test-k8s-smoke:
+	@rc=0; $(MAKE) --no-print-directory cluster || rc=$$?; \
+	if [ $$rc -eq 0 ]; then OPSBENCH_K8S_REQUIRED=1 $(BIN)/pytest -m "k8s and smoke" tests/e2e/test_kubernetes.py -rs \
+	  --durations=0 $(PYTEST_ARGS) || rc=$$?; fi; \
+	$(MAKE) --no-print-directory cluster-down || rc=$$(( rc ? rc : 1 )); exit $$rc
 
 KIND_CLUSTER ?= opsbench
 K8S_REGISTRY ?=
