@@ -47,6 +47,8 @@ help:
 	@echo "make cluster-build           only build (cached) the cluster's binaries [K8S_RELEASE=v1.34.4]"
 	@echo "make test-k8s-smoke          cluster up, one SRE and the CISO cluster class live on it, cluster down (CI)"
 	@echo "make cluster-down            stop it and remove everything it put on the host (binaries stay cached)"
+	@echo "make kyverno                 build (cached), load and install Kyverno v1.19.1 on the local cluster (CISO classes)"
+	@echo "make kyverno-down            remove Kyverno and the webhooks it registered (the build stays cached)"
 	@echo "make k8s-images              load the shop's images into kind [KIND_CLUSTER=opsbench] or push them [K8S_REGISTRY=host/path]"
 	@echo "make awx-export              write the AWX objects playbook (awx/opsbench_awx.yml)"
 	@echo "make cleanup                 finish interrupted runs (removal and teardown)"
@@ -240,6 +242,15 @@ cluster-build:
 
 cluster-down:
 	$(BIN)/ansible-playbook playbooks/cluster_down.yml
+
+# Kyverno on the local cluster (docs/ciso.md): built from its Go module (cached), its images loaded, installed and
+# waited for; kyverno-down removes it and the webhooks it registered. KUBECONFIG, if set, names another cluster.
+.PHONY: kyverno kyverno-down
+kyverno:
+	$(BIN)/ansible-playbook playbooks/kyverno.yml
+
+kyverno-down:
+	$(BIN)/ansible-playbook playbooks/kyverno_down.yml
 
 # The live Kubernetes smoke (CI runs it after `make test`, .ci/k8s-smoke): the local cluster up (its build cached by
 # release), one SRE scenario end to end with the heuristic and the CISO cluster class scored on the live API, then

@@ -60,7 +60,7 @@ from orchestrator.runner import ansible_env, run_playbook
 from orchestrator.spec import Scenario
 
 DAEMONS = ("containerd", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
-           "kube-proxy", "coredns")
+           "kube-proxy", "coredns", "kube-router")
 """The cluster's host processes, each with ``<run dir>/<name>.pid`` (roles/k8s_cluster/vars: k8s_cluster__daemons)."""
 DEFAULT_K8S_SCENARIO = "k8s-shop-checkout-oom-killed"
 DEFAULT_LOCAL_SCENARIO = "shop-cart-down"

@@ -231,7 +231,7 @@ def test_faults_change_what_they_claim(rendered: Path):
     assert after["spec"]["replicas"] == 0
     _, after = _pair(rendered, "memory-limit", "Deployment", "checkout")
     res = _pod(after)["containers"][0]["resources"]
-    assert res["limits"]["memory"] == res["requests"]["memory"] == "24Mi"
+    assert res["limits"]["memory"] == res["requests"]["memory"] == "12Mi"
     _, after = _pair(rendered, "node-selector", "Deployment", "payment")
     assert _pod(after)["nodeSelector"] == {"opsbench.io/node-pool": "gpu-large"}
     _, after = _pair(rendered, "affinity", "Deployment", "currency")

@@ -28,6 +28,9 @@ nice -n 19 "$go" build -tags providerless,dockerless -ldflags "$ldflags" -o "$ou
 nice -n 19 "$go" build -ldflags "-s -w" -o "$out/pause" ./pause
 (cd coredns && nice -n 19 "$go" build -ldflags "-s -w" -o "$out/coredns" .)
 (cd ksm && nice -n 19 "$go" build -ldflags "-s -w" -o "$out/kube-state-metrics" k8s.io/kube-state-metrics/v2)
+kr=$(cd kube-router && "$go" list -m -f '{{.Version}}' github.com/cloudnativelabs/kube-router/v2)
+(cd kube-router && nice -n 19 "$go" build -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$kr" \
+  -o "$out/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router)
 end=$(date +%s)
 for cmd in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   ln -sf kube "$out/$cmd"
@@ -35,7 +38,7 @@ done
 etcd=$(cd "$out/src" && "$go" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 coredns=$(cd "$out/src/coredns" && "$go" list -m -f '{{.Version}}' github.com/coredns/coredns)
 ksm=$(cd "$out/src/ksm" && "$go" list -m -f '{{.Version}}' k8s.io/kube-state-metrics/v2)
-printf '{"release": "%s", "etcd": "%s", "coredns": "%s", "kube_state_metrics": "%s", "go": "%s", "build_seconds": %d}\n' \
-  "$release" "$etcd" "$coredns" "$ksm" "$("$go" env GOVERSION)" $((end - start)) > "$out/build.json"
+printf '{"release": "%s", "etcd": "%s", "coredns": "%s", "kube_state_metrics": "%s", "kube_router": "%s", "go": "%s", "build_seconds": %d}\n' \
+  "$release" "$etcd" "$coredns" "$ksm" "$kr" "$("$go" env GOVERSION)" $((end - start)) > "$out/build.json"
 rm -rf "$out/src"
 echo "built $release in $((end - start)) s"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # cleanup.sh RUN_DIR SOCK_DIR BRIDGE BIN_DIR NETWORK: after the daemons stopped, remove what the node left on the
 # host: containerd shims of this cluster (found by their socket address), mounts under the run and socket
-# dirs, the pod bridge, kube-proxy's iptables rules and kubelet's cgroups. Prints one line per removal.
+# dirs, the pod bridge, kube-proxy's and kube-router's iptables rules, kube-router's ipsets and kubelet's cgroups.
+# Prints one line per removal.
 set -uo pipefail
 export PATH=/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 run=$1 sock=$2 bridge=$3 bin=$4 net=$5
@@ -25,7 +26,8 @@ fi
 if [ -n "$bin" ] && [ -x "$bin/kube" ] && iptables-save 2>/dev/null | grep -q 'KUBE-'; then
   "$bin/kube" kube-proxy --cleanup > /dev/null 2>&1; echo "ran kube-proxy --cleanup"
 fi
-# What kube-proxy --cleanup leaves (kubelet's own chains, canaries): every KUBE-* chain, jumps to it first.
+# What kube-proxy --cleanup leaves (kubelet's own chains, canaries) and kube-router's network policy chains
+# (KUBE-ROUTER-INPUT/FORWARD/OUTPUT, KUBE-NWPLCY-*, KUBE-POD-FW-*): every KUBE-* chain, jumps to it first.
 # No other Kubernetes node runs on this host (make cluster refuses to start beside a running one).
 for cmd in iptables ip6tables; do
   command -v "$cmd-save" > /dev/null || continue
@@ -42,6 +44,15 @@ for cmd in iptables ip6tables; do
     echo "removed the KUBE-* chains of $cmd table $table"
   done
 done
+
+# kube-router's ipsets, once no rule refers to them: KUBE-SRC-*/KUBE-DST-* (inet6: when IPv6), and the TMP-<base32>
+# sets of its atomic swaps should it have died mid-sync. Not `kube-router --cleanup-config`: in v2.1.0 its policy
+# cleanup has no iptables handlers and removes nothing, then it flushes every IPVS service on the host and panics.
+if command -v ipset > /dev/null; then
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-(SRC|DST)-|^TMP-[A-Z2-7]{16}$'); do
+    ipset destroy "$set" 2>/dev/null && echo "destroyed ipset $set"
+  done
+fi
 
 # kubelet's links in /var/log/containers (a fixed path) to the pod logs under the run dir.
 for link in /var/log/containers/*.log; do
