@@ -106,10 +106,15 @@ def diagnose(alerts: list[dict[str, Any]], topology: dict[str, Any]) -> dict[str
         roots = [max(sorted(downstream or candidates), key=depth)]
     entities: list[dict[str, Any]] = []
     propagations: list[dict[str, Any]] = []
+    # A pod is replaced by its controller on every rollout or restart (the crash-looping one is often newer than the
+    # topology): its owner is what lasts, so a lone alerting instance is named only where instances are durable.
+    kinds = {e.get("id"): e.get("kind") for e in topology.get("entities", [])}
+    pods = "pod" in kinds.values()
     for root in roots:
         layer, fault_type = _first(by_service[root])
         ids = sorted(instances.get(root, set()))
-        entity = ids[0] if len(ids) == 1 else root
+        durable = len(ids) == 1 and kinds.get(ids[0]) != "pod" and not (pods and ids[0] not in kinds)
+        entity = ids[0] if durable else root
         entities.append({"id": entity, "root_cause": True, "layer": layer, "fault_type": fault_type})
         seen, frontier = {root}, [root]
         while frontier:

@@ -34,6 +34,18 @@ def test_blames_the_most_downstream_alerting_instance_with_layer_and_type() -> N
     assert "alert:ServiceDown" in out["evidence"]
 
 
+def test_on_kubernetes_a_lone_alerting_pod_is_named_by_its_deployment() -> None:
+    """Pods are replaced by their controller: the crash-looping pod (newer than the topology, or listed as a pod) is
+    not a lasting root cause, its service is; on the podman shop the instance stays the answer (test above)."""
+    k8s = {"entities": [{"id": "checkout", "kind": "service"}, {"id": "frontend", "kind": "service"},
+                        {"id": "checkout-b6fd4d4c-f52bc", "kind": "pod"}],
+           "edges": [{"source": "frontend", "target": "checkout", "type": "calls"},
+                     {"source": "checkout", "target": "checkout-b6fd4d4c-f52bc", "type": "owns"}]}
+    for pod in ("checkout-56cb6bf65f-5lgtt", "checkout-b6fd4d4c-f52bc"):
+        out = diagnose([alert("ContainerNotRunning", "checkout", pod), alert("ServiceErrorRateHigh", "frontend")], k8s)
+        assert [e["id"] for e in out["entities"] if e["root_cause"]] == ["checkout"], pod
+
+
 def test_a_cause_alert_beats_a_more_downstream_symptom() -> None:
     # ads is CPU-saturated; its latency shows in frontend; catalog only has a latency blip.
     out = diagnose([alert("ServiceCpuSaturated", "ads", "ads-1"), alert("ServiceLatencyHigh", "frontend"),
