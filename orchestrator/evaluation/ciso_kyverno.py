@@ -132,13 +132,22 @@ def _resources(report: dict[str, Any], result: dict[str, Any]) -> list[dict[str,
     return [scope] if isinstance(scope, dict) else []
 
 
-def results_of(reports: list[dict[str, Any]], policy: str, namespaces: list[str]) -> dict[str, dict[str, str]]:
-    """Kind/namespace/name -> {rule: result} for every resource of the run's namespaces that ``policy`` reported on."""
+def _stale(result: dict[str, Any], since: int) -> bool:
+    """A result written before the submitted policy was applied: an update task's policy keeps its name, so the old
+    version's results are in the reports until Kyverno scans again (found live)."""
+    stamp = result.get("timestamp")
+    return since > 0 and isinstance(stamp, dict) and int(stamp.get("seconds") or 0) < since
+
+
+def results_of(reports: list[dict[str, Any]], policy: str, namespaces: list[str],
+               since: int = 0) -> dict[str, dict[str, str]]:
+    """Kind/namespace/name -> {rule: result} for every resource of the run's namespaces that ``policy`` reported on
+    (only results written at or after ``since``, epoch seconds, when it is set)."""
     seen: dict[str, dict[str, str]] = {}
     for report in reports:
         ns = (report.get("metadata") or {}).get("namespace", "")
         for result in report.get("results") or []:
-            if not isinstance(result, dict) or result.get("policy") != policy:
+            if not isinstance(result, dict) or result.get("policy") != policy or _stale(result, since):
                 continue
             for res in _resources(report, result):
                 rns = res.get("namespace", ns)
@@ -156,8 +165,8 @@ def failing_workloads(seen: dict[str, dict[str, str]]) -> list[str]:
 
 def score(*, status: str, policy_problems: list[str], applied: bool, apply_error: str,
           reports: list[dict[str, Any]] | None, policy_name: str, namespaces: list[str],
-          ground_truth: dict[str, Any], timeline: dict[str, Any]) -> dict[str, Any]:
-    """The scores of one Kyverno submission from what the role found on the cluster."""
+          ground_truth: dict[str, Any], timeline: dict[str, Any], since: int = 0) -> dict[str, Any]:
+    """The scores of one Kyverno submission from what the role found on the cluster (results from ``since`` on)."""
     expected = expected_posture(ground_truth)
     want = sorted((ground_truth.get("posture") or {}).get("violations") or [])
     reasons = list(policy_problems)
@@ -165,7 +174,7 @@ def score(*, status: str, policy_problems: list[str], applied: bool, apply_error
     if not policy_problems and not applied:
         reasons.append(f"the cluster refused the policy: {apply_error}" if apply_error
                        else "the policy was not applied")
-    seen = results_of(reports or [], policy_name, namespaces) if ipa else {}
+    seen = results_of(reports or [], policy_name, namespaces, since) if ipa else {}
     ce = ipa and bool(seen)
     if ipa and not seen:
         reasons.append("no PolicyReport result of the policy for the run's namespaces within the time limit")

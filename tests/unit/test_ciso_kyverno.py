@@ -249,3 +249,21 @@ def test_existing_and_template_policies_pass_the_structural_check() -> None:
     for control in agent.K8S_CONTROLS:
         for invert in (False, True):
             assert kv.check_policy(agent.kyverno_policy(control, invert))[1] == [], control.id
+
+
+def test_an_update_is_scored_on_the_new_versions_results_only() -> None:
+    """An update keeps the policy's name: the old version's results (written before the apply) must not count."""
+    from orchestrator.evaluation.ciso_kyverno import results_of
+
+    def result(outcome: str, seconds: int) -> dict[str, object]:
+        return {"policy": "disallow-privileged-containers", "rule": "privileged", "result": outcome,
+                "timestamp": {"seconds": seconds, "nanos": 0},
+                "resources": [{"kind": "Deployment", "namespace": "payments", "name": "report-worker"}]}
+
+    old = {"metadata": {"namespace": "payments"}, "results": [result("pass", 1000)]}
+    assert results_of([old], "disallow-privileged-containers", ["payments"], since=0) == {
+        "Deployment/payments/report-worker": {"privileged": "pass"}}
+    assert results_of([old], "disallow-privileged-containers", ["payments"], since=1001) == {}
+    new = {"metadata": {"namespace": "payments"}, "results": [result("fail", 1002)]}
+    assert results_of([new], "disallow-privileged-containers", ["payments"], since=1001) == {
+        "Deployment/payments/report-worker": {"privileged": "fail"}}

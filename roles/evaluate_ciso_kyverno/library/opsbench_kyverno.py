@@ -18,6 +18,7 @@ options:
   apply_error: {description: The cluster's message when it refused it (score)., type: str, default: ""}
   reports: {description: PolicyReports read from the cluster (score)., type: list, elements: dict, default: []}
   namespaces: {description: Namespaces whose reports count (score)., type: list, elements: str, default: []}
+  since: {description: Only report results written at or after this epoch second count (score; 0 - all)., type: int, default: 0}
   timeline: {description: Step name to started_at/ended_at Unix times., type: dict, default: {}}
 """
 
@@ -42,6 +43,7 @@ def main():
         "apply_error": {"type": "str", "default": ""},
         "reports": {"type": "list", "elements": "dict", "default": []},
         "namespaces": {"type": "list", "elements": "str", "default": []},
+        "since": {"type": "int", "default": 0},
         "timeline": {"type": "dict", "default": {}},
     }, supports_check_mode=False)
     p = module.params
@@ -68,7 +70,8 @@ def main():
     name = ((doc or {}).get("metadata") or {}).get("name", "")
     scores = kv.score(status=status, policy_problems=problems + policy_problems, applied=p["applied"],
                       apply_error=p["apply_error"], reports=p["reports"], policy_name=name,
-                      namespaces=p["namespaces"], ground_truth=ground_truth, timeline=p["timeline"])
+                      namespaces=p["namespaces"], ground_truth=ground_truth, timeline=p["timeline"],
+                      since=p["since"])
     (work / "reports.json").write_text(json.dumps(p["reports"], indent=1))
     Path(p["result_file"]).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
     module.exit_json(changed=False, scores=scores)
