@@ -143,7 +143,11 @@ def test_awx_workflow_of_a_k8s_scenario_runs_as_awx_runs_it(tmp_path: Path, monk
                           cwd=paths.PROJECT_ROOT, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     contract = Contract(Export.load(out), home / "awx")
-    wf = contract.launch(f"opsbench {SMOKE_SRE} @ here", {"opsbench_awx_run_root": str(home / "awx-runs")})
+    # AWX runs a cluster's jobs in pods (container groups), so the export gives the steps the Services' cluster DNS
+    # names; this harness runs them on the host, outside the cluster, where those names do not resolve: the launch
+    # asks for port forwards instead, as a user whose execution node sits outside the cluster would.
+    wf = contract.launch(f"opsbench {SMOKE_SRE} @ here", {"opsbench_awx_run_root": str(home / "awx-runs"),
+                                                           "env_k8s_shop_endpoints": "port-forward"})
     assert wf.ran == [n for n, _, _ in STEPS], [(j.identifier, j.status, j.failures) for j in wf.jobs]
     assert all(j.ok for j in wf.jobs), [(j.identifier, j.failures) for j in wf.jobs if not j.ok]
     deploy = wf.job("deploy")
