@@ -1,7 +1,7 @@
 #!/bin/bash
 # cleanup.sh RUN_DIR SOCK_DIR BRIDGE BIN_DIR NETWORK: after the daemons stopped, remove what the node left on the
 # host: containerd shims of this cluster (found by their socket address), mounts under the run and socket
-# dirs, the pod bridge, kube-proxy's and kube-router's iptables rules, kube-router's ipsets and kubelet's cgroups.
+# dirs, the pod bridge, kube-proxy's nftables tables, kube-router's iptables rules, kube-router's ipsets and kubelet's cgroups.
 # Prints one line per removal.
 set -uo pipefail
 export PATH=/usr/sbin:/sbin:/usr/bin:/bin:$PATH
@@ -23,9 +23,16 @@ if ip link show "$bridge" > /dev/null 2>&1; then
   ip link delete "$bridge" && echo "deleted bridge $bridge"
 fi
 
-if [ -n "$bin" ] && [ -x "$bin/kube" ] && iptables-save 2>/dev/null | grep -q 'KUBE-'; then
+if [ -n "$bin" ] && [ -x "$bin/kube" ] && { iptables-save 2>/dev/null | grep -q 'KUBE-' ||
+    nft list table ip kube-proxy > /dev/null 2>&1 || nft list table ip6 kube-proxy > /dev/null 2>&1; }; then
   "$bin/kube" kube-proxy --cleanup > /dev/null 2>&1; echo "ran kube-proxy --cleanup"
 fi
+# kube-proxy's nftables tables, should --cleanup have left one.
+for family in ip ip6; do
+  if command -v nft > /dev/null && nft list table "$family" kube-proxy > /dev/null 2>&1; then
+    nft delete table "$family" kube-proxy && echo "deleted nftables table $family kube-proxy"
+  fi
+done
 # What kube-proxy --cleanup leaves (kubelet's own chains, canaries) and kube-router's network policy chains
 # (KUBE-ROUTER-INPUT/FORWARD/OUTPUT, KUBE-NWPLCY-*, KUBE-POD-FW-*): every KUBE-* chain, jumps to it first.
 # No other Kubernetes node runs on this host (make cluster refuses to start beside a running one).
