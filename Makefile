@@ -6,6 +6,10 @@ PYTHON ?= python3
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export XDG_CACHE_HOME ?= $(CURDIR)/.opsbench/cache
+# ansible.cfg's remote_tmp is relative, and the local connection resolves it against the playbook's directory:
+# playbooks run by make targets (make cluster, make kyverno, ...) would leave playbooks/.opsbench behind (the
+# orchestrator sets its own, absolute). One place for everything: the state dir.
+export ANSIBLE_REMOTE_TEMP ?= $(CURDIR)/.opsbench/ansible/tmp
 # Hide pip's notes about unreachable local package mirrors; real errors still show.
 PIP_FILTER := grep -v -e "^WARNING: Location 'file:" || true
 NAME ?=
