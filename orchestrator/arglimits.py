@@ -9,8 +9,9 @@ Ansible's argument specs know types and closed sets, not ranges or the topology,
         min: 0.1
         max: 1000
         why: "..."                    # every limit says why; the message quotes it
-      - arg: instance                 # an entity of the topology: kind, service, replicas_at_least, not_of
-        replicas_at_least: 2
+      - arg: instance                 # an entity of the topology: kind, service, replicas_at_least, not_of,
+        replicas_at_least: 2          # uncached_calls (its service calls a service per request, not only
+                                      # through a cache: a call edge not marked `unreadable: cached`)
       - arg: path_re                  # regex: true -- a Python regular expression that compiles
         regex: true
       - calls: {source: source, target: name}   # the topology has a call from one argument's service to the other's
@@ -37,7 +38,7 @@ from orchestrator.yamlfile import read_yaml
 
 LIMITS_FILE = Path("meta") / "limits.yml"
 NUMBER_KEYS = ("min", "max", "abs_min")
-ENTITY_KEYS = ("kind", "service", "replicas_at_least", "not_of")
+ENTITY_KEYS = ("kind", "service", "replicas_at_least", "not_of", "uncached_calls")
 KNOWN_KEYS = {"arg", "why", "calls", "regex", "less_than", "pattern", *NUMBER_KEYS, *ENTITY_KEYS}
 
 
@@ -148,6 +149,13 @@ def _entity_problem(value: Any, limit: Mapping[str, Any], topo: Mapping[str, Any
         return f"'{value}' belongs to {service}, not to {limit['service']}"
     if "replicas_at_least" in limit and (n := _replicas(topo, service, env_args)) < limit["replicas_at_least"]:
         return f"{service} runs {n} instance(s) in this environment, fewer than {limit['replicas_at_least']}"
+    if limit.get("uncached_calls"):
+        calls = [e for e in topo.get("edges", []) if e.get("type") == "calls" and e.get("source") == service
+                 and "unreadable" in e]
+        if not any(e["unreadable"] != "cached" for e in calls):
+            cached = ", ".join(str(e["target"]) for e in calls)
+            return (f"{service} calls no service per request in this environment"
+                    + (f" (only through a cache: {cached})" if cached else ""))
     if "not_of" in limit:
         other = _value(role, args, str(limit["not_of"]))
         if isinstance(other, str) and service == _service_of(topo, other):

@@ -46,6 +46,10 @@ def problems(role: str, args: dict[str, Any], env_args: dict[str, Any] | None = 
      "cart does not call catalog in this environment"),
     ("fault_http_path_degrade", {"path_re": "(["}, {}, "$.faults[2].args.path_re", "is not a regular expression"),
     ("fault_http_path_degrade", {"delay_ms": 120000}, {}, "$.faults[2].args.delay_ms", "above the environment's"),
+    ("fault_config_client_timeout", {"target": "recommendation"}, {}, "$.faults[2].args.target",
+     "recommendation calls no service per request in this environment (only through a cache: catalog)"),
+    ("fault_config_client_timeout", {"target": "ads"}, {}, "$.faults[2].args.target",
+     "ads calls no service per request in this environment ("),
 ])
 def test_arguments_beyond_the_environment_are_refused_where_they_are(role: str, args: dict[str, Any],
                                                                      env_args: dict[str, Any], where: str,
@@ -56,11 +60,17 @@ def test_arguments_beyond_the_environment_are_refused_where_they_are(role: str, 
 
 
 @pytest.mark.parametrize("role", ["fault_config_rate_limit", "fault_app_bad_canary", "fault_network_stale_dns",
-                                  "fault_container_clock_skew", "fault_http_path_degrade"])
+                                  "fault_container_clock_skew", "fault_http_path_degrade",
+                                  "fault_config_client_timeout"])
 def test_the_roles_defaults_fit_the_environment(role: str) -> None:
     limits, bad = load_limits(role)
     assert limits and not bad
     assert problems(role, {}) == []
+
+
+@pytest.mark.parametrize("target", ["frontend", "checkout"])
+def test_a_timeout_on_a_caller_that_calls_per_request_is_accepted(target: str) -> None:
+    assert problems("fault_config_client_timeout", {"target": target}) == []
 
 
 def test_a_role_without_limits_has_none() -> None:
