@@ -3,6 +3,7 @@ imports and verifies without podman, the corpus stays small, and no snapshot hol
 
 from __future__ import annotations
 
+import json
 import re
 import tarfile
 from pathlib import Path
@@ -67,6 +68,12 @@ def test_every_sample_snapshot_verifies_and_holds_no_ground_truth(archive: Path,
     scn = find_scenario(info.scenario_id)
     needles = distinctive_strings(scn)
     assert len(needles) >= 3, needles  # the check is only as good as what it looks for
+    # The index names its scenario (and the snapshot id repeats it) by design: replay needs it, and no agent reads
+    # the index. A scenario id may contain a fault's item name (shop-postgres-stock-resync-job-...): blank those two
+    # fields in this private copy, and look everywhere else.
+    index = json.loads((info.path / "snapshot.json").read_text())
+    index["scenario"]["id"] = index["snapshot_id"] = ""
+    (info.path / "snapshot.json").write_text(json.dumps(index))
     assert find_strings(info.path, needles) == []
 
 
