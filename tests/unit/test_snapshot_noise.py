@@ -27,7 +27,6 @@ from orchestrator import paths
 from orchestrator.argspecs import resolve_role_vars
 from orchestrator.catalog import find_scenario
 from orchestrator.snapshots.leaks import find_strings
-from orchestrator.spec import Scenario
 
 CORPUS = paths.PROJECT_ROOT / "tests" / "data" / "snapshots"
 
@@ -117,10 +116,10 @@ CHECKS: dict[str, Callable[[Path, dict[str, Any]], None]] = {
 }
 
 
-def _noise(snap: Path) -> tuple[Scenario, list[dict[str, Any]]]:
+def _noise(snap: Path) -> list[dict[str, Any]]:
+    """The noise entries of the snapshot's scenario."""
     index = json.loads((snap / "snapshot.json").read_text())
-    scn = find_scenario(index["scenario"]["id"])
-    return scn, scn.noise
+    return find_scenario(index["scenario"]["id"]).noise
 
 
 def test_the_sample_corpus_records_every_noise_role() -> None:
@@ -132,7 +131,7 @@ def test_the_sample_corpus_records_every_noise_role() -> None:
 
 
 def test_noise_is_in_the_snapshot_as_it_happened(snapshot: Path) -> None:
-    scn, noise = _noise(snapshot)
+    noise = _noise(snapshot)
     assert noise
     for entry in noise:
         assert entry["role"] in CHECKS, f"write a check for {entry['role']} (what it leaves in the telemetry)"
@@ -141,7 +140,7 @@ def test_noise_is_in_the_snapshot_as_it_happened(snapshot: Path) -> None:
 
 def test_the_noise_machinery_is_not_in_the_snapshot(snapshot: Path) -> None:
     """The noise's roles, items and proxy arguments are machinery: the agent sees the noise, never what makes it."""
-    scn, noise = _noise(snapshot)
+    noise = _noise(snapshot)
     needles = [str(n["role"]) for n in noise] + [str(n["name"]) for n in noise] + ["noise_"]
     for entry in noise:
         values = resolve_role_vars(entry["role"], "inject", entry["args"])
