@@ -9,8 +9,9 @@ One `verify-scenarios` process serves every role's test (two environments at onc
 suite deploys twice instead of once per role.
 
 `make test` proves a fixed sample of the roles live, one per fault mechanism (feature flag, redeployment with
-bad configuration, frozen processes, CPU quota, HTTP proxy, iptables, datastore, disk), to stay inside CI's
-budget; `make reliability` (and `make test-full`) sets OPSBENCH_E2E_FAULTS=all and proves every role, as does
+bad configuration, frozen processes, CPU quota, HTTP proxy, iptables, datastore, disk) and one per class of the
+harder mechanisms (a cascading timeout, a bad canary, lock contention, a TLS mismatch, clock skew), to stay inside
+CI's budget; `make reliability` (and `make test-full`) sets OPSBENCH_E2E_FAULTS=all and proves every role, as does
 `make verify-scenarios`. Every role must have a scenario in both.
 """
 
@@ -38,10 +39,15 @@ def shop_fault_roles() -> list[str]:
 
 
 # One role per fault mechanism: each reaches the shop through a different path (flagd, a redeployment, the
-# cgroup freezer, a CPU quota, the fault proxy, iptables, a datastore session, a file system).
+# cgroup freezer, a CPU quota, the fault proxy, iptables, a datastore session, a file system). Then one per class
+# of the harder mechanisms (docs/mechanisms.md), each through a path of its own: a journaled config change that
+# cascades (a client timeout), one bad replica of two (a canary), a lock that exhausts a caller's pools, a TLS
+# listener where plain HTTP was, a skewed wall clock.
 SAMPLE = ("fault_app_error_rate", "fault_config_redis_password", "fault_container_pause",
           "fault_container_cpu_throttle", "fault_http_abort", "fault_network_partition",
-          "fault_postgres_conn_exhaustion", "fault_volume_full")
+          "fault_postgres_conn_exhaustion", "fault_volume_full",
+          "fault_config_client_timeout", "fault_app_bad_canary", "fault_postgres_lock_contention",
+          "fault_network_tls_mismatch", "fault_container_clock_skew")
 
 
 def live_roles() -> list[str]:
