@@ -257,10 +257,14 @@ def go_module_path(ws: Workspace, log: str) -> bool:
 
 
 # -- Python -----------------------------------------------------------------------------------------------------------
-def _wheels(ws: Workspace) -> list[str]:
+def _wheels(ws: Workspace, log: str = "") -> list[str]:
+    """The wheels in the caches pip looks in: its configured find-links and those the failing pip names ("Looking in
+    links: ..."; an upstream project's contract passes its own `--find-links`), else /opt/wheels."""
     out = ws.sh("pip3 config list 2>/dev/null; ls /opt/wheels 2>/dev/null")
     links = re.findall(r"find-links='([^']+)'", str(out["stdout"]))
-    where = " ".join(shlex.quote(x) for x in links) or "/opt/wheels"
+    for named in re.findall(r"Looking in links: ([^\n]+)", log):
+        links += [x.strip() for x in named.split(",") if x.strip().startswith("/")]
+    where = " ".join(shlex.quote(x) for x in dict.fromkeys(links)) or "/opt/wheels"
     listing = ws.sh(f"ls {where} 2>/dev/null")
     return str(listing["stdout"]).split()
 
@@ -278,7 +282,7 @@ def pip_unresolvable(ws: Workspace, log: str) -> bool:
     if not m or pyproject is None:
         return False
     name = m.group(1)
-    have = _wheel_version(name, _wheels(ws))
+    have = _wheel_version(name, _wheels(ws, log))
     if have is None:
         return False
     new = re.sub(rf'"{re.escape(name)}\s*[=<>!~]=?[^"]*"', f'"{name}=={have}"', pyproject, flags=re.I)

@@ -113,6 +113,33 @@ def test_requires_python_then_a_pin_two_rounds() -> None:
     assert report["summary"].startswith("`make -s check` passes") and len(report["summary"].split("; ")) == 2
 
 
+def test_a_build_backend_pin_is_looked_up_where_the_failing_pip_looked() -> None:
+    """An upstream project's contract passes its own --find-links (live, python-idna's `flit_core==3.8.0` in the
+    workspace, 2026-12-05): the cache pip config names lacks the wheel, the one pip looked in has it."""
+    pyproject = '[build-system]\nrequires = ["flit_core==3.8.0"]\nbuild-backend = "flit_core.buildapi"\n'
+    log = ("  \u2570\u2500> [3 lines of output]\n      Looking in links: /opt/wheels, /opt/opsbench-deps/wheels\n"
+           "      ERROR: Could not find a version that satisfies the requirement flit_core==3.8.0 "
+           "(from versions: 3.9.0)\n"
+           "      ERROR: No matching distribution found for flit_core==3.8.0\n      [end of output]\n"
+           "error: subprocess-exited-with-error\nmake: *** [opsbench.mk:16: build] Error 1")
+
+    def shell(cmd: str) -> tuple[int, str]:
+        if cmd.startswith("pip3 config list"):
+            return 0, "global.find-links='/opt/wheels'\npytest-8.3.5-py3-none-any.whl\n"
+        if cmd == "ls /opt/wheels /opt/opsbench-deps/wheels 2>/dev/null":
+            return 0, ("/opt/opsbench-deps/wheels:\nflit_core-3.9.0-py3-none-any.whl\npytest-8.3.5-py3-none-any.whl\n\n"
+                       "/opt/wheels:\npytest-8.3.5-py3-none-any.whl\n")
+        if cmd.startswith("ls /opt/wheels"):
+            return 0, "pytest-8.3.5-py3-none-any.whl\n"
+        return 1, ""
+    term = FakeTerminal("python-idna", {"pyproject.toml": pyproject},
+                        lambda f: log if "3.8.0" in f["pyproject.toml"] else "", shell)
+    report = devops.fix(term, "python-idna")
+    assert 'requires = ["flit_core==3.9.0"]' in term.files["pyproject.toml"]
+    assert report["changed_files"] == ["python-idna/pyproject.toml"]
+    assert "is not in the wheel cache" in report["summary"]
+
+
 def test_a_newer_go_mod_targets_the_installed_go() -> None:
     term = FakeTerminal("ratelimit", {"go.mod": "module x\n\ngo 1.21\n\ntoolchain go1.21.6\n"},
                         lambda f: GO_TOOLCHAIN if "toolchain" in f["go.mod"] else "",
