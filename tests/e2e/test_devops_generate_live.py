@@ -1,7 +1,8 @@
-"""Live: task generation over a real upstream project, end to end (`make reliability`, not `make test`: it builds and
-tests the project a few dozen times, about a minute for go-semver on a quiet machine). go-semver is fetched from
-the Go module proxy into a private cache; issue and build-config instances are drawn from a seed, screened against
-the project's own tests and proven by `make check` on fresh copies."""
+"""Live: task generation over a real upstream project, end to end. go-semver is fetched from the Go module proxy into a
+private cache; issue and build-config instances are drawn from a seed, screened against the project's own tests and
+proven by `make check` on fresh copies. The draw is `make test`'s live sample of the generated DevOps tasks (about a
+minute: 60 s with a cold Go build cache at nice 19 and a load of 8.5, 2026-12-05); running the drawn tasks as
+scenarios in the workspace image takes several minutes each and stays in `make reliability`."""
 
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ from orchestrator.devops_projects.generate import generate
 from orchestrator.devops_projects.run import run_projects
 from orchestrator.spec import load_scenario
 
-pytestmark = [pytest.mark.e2e, pytest.mark.reliability,
-              pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command")]
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command")]
 
 
 def test_issue_and_build_tasks_from_go_semver_are_drawn_proven_and_reproducible(tmp_path: Path) -> None:
@@ -59,6 +59,7 @@ def test_issue_and_build_tasks_from_go_semver_are_drawn_proven_and_reproducible(
     assert [i.id for i in again[0].instances] == [issue.id]  # the same seed draws the same instance
 
 
+@pytest.mark.reliability
 def test_a_generated_task_runs_live_as_a_scenario(tmp_path: Path, home: Path) -> None:
     """The drawn issue goes through verify-scenarios like a hand-written scenario: env_workspace deploys go-semver
     from the (private) cache at its pinned version, the untouched workspace fails evaluate_workspace, the reference
@@ -85,6 +86,7 @@ def test_a_generated_task_runs_live_as_a_scenario(tmp_path: Path, home: Path) ->
     assert reference["stages"][0]["check"]["passed"] >= inst.provenance["pristine_tests"]
 
 
+@pytest.mark.reliability
 def test_a_generated_monitoring_task_is_proven_live_and_runs_as_a_scenario(tmp_path: Path, home: Path) -> None:
     """A monitoring instance beside go-semver: drawn and proven in a throwaway workspace container (the anomaly shows
     on the culprit alone, nothing left), then through verify-scenarios like a hand-written devops-monitor-*: the
